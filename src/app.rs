@@ -1,0 +1,95 @@
+//! The subcommands: turn validated flags into effects and an exit code.
+
+use std::io::Write;
+
+use anyhow::{Result, bail};
+use chrono::Utc;
+
+use crate::cli::{Cli, Command, ExplainArgs, SourceArgs, SourceKind, StatsArgs, TickArgs};
+use crate::report::{self, explain, stats};
+use crate::source::Source;
+use crate::source::git::GitSource;
+use crate::state::{journal, store};
+use crate::tick::{self, TickConfig};
+
+/// Run the parsed command; the returned value is the process exit code.
+pub fn run(cli: Cli) -> Result<u8> {
+    match cli.command {
+        Command::Tick(args) => run_tick(args),
+        Command::Stats(args) => run_stats(args),
+        Command::Explain(args) => run_explain(args),
+    }
+}
+
+fn make_source(args: &SourceArgs) -> Result<Box<dyn Source>> {
+    if !args.repo.is_dir() {
+        bail!(
+            "--repo `{}` is not a directory; run sentinel inside a git clone or point --repo at one",
+            args.repo.display()
+        );
+    }
+    let path = args.watched_path()?;
+    Ok(match args.source {
+        SourceKind::Git => Box::new(GitSource::new(args.repo.clone(), args.branch.clone(), path)),
+    })
+}
+
+fn run_tick(args: TickArgs) -> Result<u8> {
+    let mut source = make_source(&args.source)?;
+    let cfg = TickConfig {
+        state: args.state.resolve(&args.source.repo),
+        rev: args.source.rev(),
+        batch: args.batch,
+        dry_run: args.dry_run,
+        max_files: args.max_files,
+        max_file_bytes: args.max_file_bytes,
+        now: args.now.unwrap_or_else(Utc::now),
+    };
+    let report = tick::run(&cfg, source.as_mut())?;
+    eprintln!("{}", report::tick_line(&report));
+    if args.json {
+        let mut out = std::io::stdout().lock();
+        serde_json::to_writer(&mut out, &report)?;
+        writeln!(out)?;
+    }
+    Ok(report.exit_code)
+}
+
+fn run_stats(args: StatsArgs) -> Result<u8> {
+    let path = args.state.resolve(&args.repo);
+    let Some(state) = store::load(&path)? else {
+        bail!(
+            "no state file at `{}` yet; run `sentinel tick` first, or point --state at an existing one",
+            path.display()
+        );
+    };
+    let unsaved = journal::read(&path)?.unfolded(state.journal);
+    let s = stats::compute(&state, unsaved);
+    if args.json {
+        println!("{}", serde_json::to_string(&s)?);
+    } else {
+        print!("{}", stats::render(&s));
+    }
+    Ok(0)
+}
+
+fn run_explain(args: ExplainArgs) -> Result<u8> {
+    let path = args.state.resolve(&args.source.repo);
+    let Some(state) = store::load(&path)? else {
+        bail!(
+            "no state file at `{}` yet; run `sentinel tick` first, or point --state at an existing one",
+            path.display()
+        );
+    };
+    let file = args.file.trim_start_matches("./").to_string();
+    let mut source = make_source(&args.source)?;
+    let current =
+        tick::current_fingerprint(&state, source.as_mut(), &args.source.rev(), &file, 1 << 20);
+    let e = explain::explain(&file, state.files.get(&file), &current);
+    if args.json {
+        println!("{}", serde_json::to_string(&e)?);
+    } else {
+        print!("{}", explain::render(&e));
+    }
+    Ok(0)
+}

@@ -1,0 +1,379 @@
+//! The novelty gate: have I already answered exactly this question?
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use super::policy::hex;
+use crate::state::{Decision, FileRecord};
+
+/// Everything that would change the answer for one file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Parts<'a> {
+    /// First 16 hex digits of the sha256 of the file's bytes.
+    pub content: &'a str,
+    pub risk: &'a str,
+    pub role: &'a str,
+    pub confidence: f64,
+    pub status: &'a str,
+    pub rollback_streak: u32,
+    pub penalty: u32,
+    pub evidence: &'a str,
+    /// The file's local dependencies with their content ids; `None` when they
+    /// could not all be resolved.
+    pub deps: Option<&'a [(String, String)]>,
+}
+
+/// The names of the fingerprint's parts, in order, for `explain`.
+pub const PART_NAMES: [&str; 9] = [
+    "content",
+    "risk",
+    "role",
+    "confidence",
+    "status",
+    "rollback_streak",
+    "penalty",
+    "evidence",
+    "dependencies",
+];
+
+/// A human-readable fingerprint:
+/// `a1b2c3d4e5f60718|high|source|0.87|under_observation|0|0|ev:3f9a1c0d2b7e|deps:-`.
+pub fn fingerprint(p: &Parts) -> String {
+    // Rounded so that float jitter (0.8700001 against 0.87) is not novelty.
+    let confidence = (p.confidence * 100.0).round() / 100.0;
+    format!(
+        "{}|{}|{}|{:.2}|{}|{}|{}|ev:{}|deps:{}",
+        p.content,
+        p.risk,
+        p.role,
+        confidence,
+        p.status,
+        p.rollback_streak,
+        p.penalty,
+        p.evidence,
+        deps_part(p.deps)
+    )
+}
+
+fn deps_part(deps: Option<&[(String, String)]>) -> String {
+    match deps {
+        None => "unknown".into(),
+        Some([]) => "-".into(),
+        Some(list) => {
+            let mut sorted: Vec<_> = list.iter().collect();
+            sorted.sort();
+            let mut h = Sha256::new();
+            for (path, blob) in sorted {
+                h.update(path.as_bytes());
+                h.update([0u8]);
+                h.update(blob.as_bytes());
+                h.update([0u8]);
+            }
+            hex(&h.finalize()[..6])
+        }
+    }
+}
+
+/// Split a fingerprint into its named parts.
+pub fn split(fp: &str) -> Vec<(&'static str, String)> {
+    let mut fields: Vec<&str> = fp.splitn(9, '|').collect();
+    fields.resize(9, "");
+    PART_NAMES
+        .iter()
+        .zip(fields)
+        .map(|(name, value)| (*name, value.to_string()))
+        .collect()
+}
+
+/// Why a file is, or is not, novel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Novelty {
+    #[serde(rename = "first-seen")]
+    FirstSeen,
+    #[serde(rename = "dependencies-unknown")]
+    DependenciesUnknown,
+    #[serde(rename = "changed")]
+    Changed,
+    #[serde(rename = "prev-not-reusable")]
+    PrevNotReusable,
+    #[serde(rename = "unchanged")]
+    Unchanged,
+}
+
+impl Novelty {
+    pub fn is_novel(self) -> bool {
+        self != Novelty::Unchanged
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Novelty::FirstSeen => "first-seen",
+            Novelty::DependenciesUnknown => "dependencies-unknown",
+            Novelty::Changed => "changed",
+            Novelty::PrevNotReusable => "prev-not-reusable",
+            Novelty::Unchanged => "unchanged",
+        }
+    }
+}
+
+/// Compare the current fingerprint with what is remembered.
+pub fn evaluate(prev: Option<&FileRecord>, fp: &str, deps_known: bool) -> Novelty {
+    let Some(prev) = prev.filter(|p| p.fingerprint.is_some()) else {
+        return Novelty::FirstSeen;
+    };
+    if !deps_known {
+        return Novelty::DependenciesUnknown;
+    }
+    if prev.fingerprint.as_deref() != Some(fp) {
+        return Novelty::Changed;
+    }
+    match &prev.decision {
+        Some(d) if d.outcome.is_reusable() => Novelty::Unchanged,
+        _ => Novelty::PrevNotReusable,
+    }
+}
+
+/// Record a fresh evaluation. A decision that is not reusable is kept for
+/// the record but `evaluate` never replays it. Reuse counters restart when the fingerprint changes; `evaluations` keeps counting.
+pub fn remember(record: &mut FileRecord, fp: &str, decision: Decision, now: DateTime<Utc>) {
+    let same = record.fingerprint.as_deref() == Some(fp);
+    if !same {
+        record.reuses = 0;
+        record.tokens_saved = 0;
+    }
+    record.fingerprint = Some(fp.to_string());
+    record.decision = Some(decision);
+    record.first_ts.get_or_insert(now);
+    record.last_ts = now;
+    record.evaluations += 1;
+}
+
+/// Count a reuse and the tokens it is estimated to have saved.
+pub fn reuse(record: &mut FileRecord, tokens: u64, now: DateTime<Utc>) {
+    record.reuses += 1;
+    record.tokens_saved += tokens;
+    record.last_ts = now;
+}
+
+/// The size of the prompt that a reuse avoided: `ceil(chars / 4) + 400`.
+/// An estimate of avoided work, not a bill.
+pub fn estimate_tokens(chars: u64) -> u64 {
+    chars.div_ceil(4) + 400
+}
+
+/// Paths to evict so that at most `limit` files stay, oldest `last_ts` first.
+/// An evicted file is simply first-seen again.
+pub fn evict<'a>(
+    files: impl Iterator<Item = (&'a String, &'a FileRecord)>,
+    len: usize,
+    limit: usize,
+) -> Vec<String> {
+    if limit == 0 || len <= limit {
+        return Vec::new();
+    }
+    let mut by_age: Vec<(DateTime<Utc>, &String)> = files.map(|(p, r)| (r.last_ts, p)).collect();
+    by_age.sort();
+    by_age
+        .into_iter()
+        .take(len - limit)
+        .map(|(_, p)| p.clone())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::Outcome;
+
+    fn parts() -> Parts<'static> {
+        Parts {
+            content: "a1b2c3d4e5f60718",
+            risk: "high",
+            role: "source",
+            confidence: 0.87,
+            status: "under_observation",
+            rollback_streak: 0,
+            penalty: 0,
+            evidence: "3f9a1c0d2b7e",
+            deps: Some(&[]),
+        }
+    }
+
+    fn now() -> DateTime<Utc> {
+        "2026-06-16T00:00:00Z".parse().unwrap()
+    }
+
+    fn decided(outcome: Outcome) -> (FileRecord, String) {
+        let fp = fingerprint(&parts());
+        let mut r = FileRecord::default();
+        remember(
+            &mut r,
+            &fp,
+            Decision {
+                outcome,
+                reason: "r".into(),
+                ts: now(),
+            },
+            now(),
+        );
+        (r, fp)
+    }
+
+    #[test]
+    fn fingerprint_is_human_readable() {
+        assert_eq!(
+            fingerprint(&parts()),
+            "a1b2c3d4e5f60718|high|source|0.87|under_observation|0|0|ev:3f9a1c0d2b7e|deps:-"
+        );
+    }
+
+    #[test]
+    fn fingerprint_tiny_confidence_jitter_within_rounding_does_not_flip_it() {
+        let a = fingerprint(&Parts {
+            confidence: 0.701,
+            ..parts()
+        });
+        let b = fingerprint(&Parts {
+            confidence: 0.704,
+            ..parts()
+        });
+        let c = fingerprint(&Parts {
+            confidence: 0.71,
+            ..parts()
+        });
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+    }
+
+    #[test]
+    fn fingerprint_covers_everything_that_would_change_the_answer() {
+        let base = fingerprint(&parts());
+        let deps = [("lib/b.js".to_string(), "1111".to_string())];
+        let deps2 = [("lib/b.js".to_string(), "2222".to_string())];
+        let variants = [
+            Parts {
+                content: "ffffffffffffffff",
+                ..parts()
+            },
+            Parts {
+                risk: "critical",
+                ..parts()
+            },
+            Parts {
+                role: "config",
+                ..parts()
+            },
+            Parts {
+                confidence: 0.5,
+                ..parts()
+            },
+            Parts {
+                status: "stable",
+                ..parts()
+            },
+            Parts {
+                rollback_streak: 1,
+                ..parts()
+            },
+            Parts {
+                penalty: 1,
+                ..parts()
+            },
+            Parts {
+                evidence: "000000000000",
+                ..parts()
+            },
+            Parts {
+                deps: Some(&deps),
+                ..parts()
+            },
+            Parts {
+                deps: None,
+                ..parts()
+            },
+        ];
+        for v in &variants {
+            assert_ne!(fingerprint(v), base, "{v:?}");
+        }
+        assert_ne!(
+            fingerprint(&Parts {
+                deps: Some(&deps),
+                ..parts()
+            }),
+            fingerprint(&Parts {
+                deps: Some(&deps2),
+                ..parts()
+            }),
+            "a dependency's content id is part of the fingerprint"
+        );
+    }
+
+    #[test]
+    fn split_names_every_part() {
+        let parts = split(&fingerprint(&parts()));
+        assert_eq!(parts[0], ("content", "a1b2c3d4e5f60718".to_string()));
+        assert_eq!(parts[8], ("dependencies", "deps:-".to_string()));
+    }
+
+    #[test]
+    fn evaluate_first_seen_changed_unchanged() {
+        let fp = fingerprint(&parts());
+        assert_eq!(evaluate(None, &fp, true), Novelty::FirstSeen);
+        let (r, fp) = decided(Outcome::LocalSkip);
+        assert_eq!(evaluate(Some(&r), &fp, true), Novelty::Unchanged);
+        assert_eq!(evaluate(Some(&r), "other", true), Novelty::Changed);
+    }
+
+    #[test]
+    fn unknown_dependencies_are_never_unchanged() {
+        let (r, fp) = decided(Outcome::LocalSkip);
+        assert_eq!(evaluate(Some(&r), &fp, false), Novelty::DependenciesUnknown);
+    }
+
+    #[test]
+    fn only_a_skip_is_reused() {
+        for outcome in Outcome::ALL {
+            let (r, fp) = decided(outcome);
+            let expected = match outcome {
+                Outcome::LocalSkip | Outcome::LlmSkip | Outcome::NeedsReview => Novelty::Unchanged,
+                _ => Novelty::PrevNotReusable,
+            };
+            assert_eq!(evaluate(Some(&r), &fp, true), expected, "{outcome:?}");
+        }
+    }
+
+    #[test]
+    fn reuse_counters_reset_when_the_fingerprint_changes_evaluations_keep_counting() {
+        let (mut r, fp) = decided(Outcome::LocalSkip);
+        reuse(&mut r, 500, now());
+        reuse(&mut r, 500, now());
+        assert_eq!((r.reuses, r.tokens_saved, r.evaluations), (2, 1000, 1));
+        let d = r.decision.clone().unwrap();
+        remember(&mut r, &fp, d.clone(), now());
+        assert_eq!((r.reuses, r.evaluations), (2, 2));
+        remember(&mut r, "new-fp", d, now());
+        assert_eq!((r.reuses, r.tokens_saved, r.evaluations), (0, 0, 3));
+    }
+
+    #[test]
+    fn token_estimate_is_ceil_chars_over_four_plus_400() {
+        assert_eq!(estimate_tokens(0), 400);
+        assert_eq!(estimate_tokens(1), 401);
+        assert_eq!(estimate_tokens(18_743), 5_086);
+    }
+
+    #[test]
+    fn eviction_takes_the_oldest_last_ts_first() {
+        let mut files = std::collections::BTreeMap::new();
+        for (i, p) in ["c", "a", "b"].iter().enumerate() {
+            let r = FileRecord {
+                last_ts: now() + chrono::Duration::seconds(i as i64),
+                ..FileRecord::default()
+            };
+            files.insert(p.to_string(), r);
+        }
+        assert_eq!(evict(files.iter(), 3, 2), vec!["c".to_string()]);
+        assert!(evict(files.iter(), 3, 3).is_empty());
+    }
+}

@@ -1,0 +1,363 @@
+//! Local policy: role, risk and confidence from the path, and the decisions
+//! that need no model. Deterministic: same path and history, same answer.
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::state::Outcome;
+
+/// Bump when a rule below changes what it decides: every fingerprint changes
+/// with it, so every file is judged again under the new rules.
+pub const RULES_VERSION: &str = "rules-1";
+/// Bump when the decision policy or the advisor prompt changes.
+pub const POLICY_VERSION: &str = "policy-1";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    Source,
+    Test,
+    Doc,
+    Config,
+    Generated,
+    Unknown,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Risk {
+    Low,
+    Medium,
+    High,
+    Critical,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Source => "source",
+            Role::Test => "test",
+            Role::Doc => "doc",
+            Role::Config => "config",
+            Role::Generated => "generated",
+            Role::Unknown => "unknown",
+        }
+    }
+}
+
+impl Risk {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Risk::Low => "low",
+            Risk::Medium => "medium",
+            Risk::High => "high",
+            Risk::Critical => "critical",
+        }
+    }
+}
+
+const LOCK_FILES: &[&str] = &[
+    "cargo.lock",
+    "package-lock.json",
+    "npm-shrinkwrap.json",
+    "yarn.lock",
+    "pnpm-lock.yaml",
+    "poetry.lock",
+    "pipfile.lock",
+    "gemfile.lock",
+    "composer.lock",
+    "go.sum",
+    "flake.lock",
+    "uv.lock",
+];
+const GENERATED_DIRS: &[&str] = &[
+    "vendor",
+    "node_modules",
+    "third_party",
+    "dist",
+    "build",
+    "target",
+    "generated",
+    "__generated__",
+    "__pycache__",
+];
+const GENERATED_SUFFIXES: &[&str] = &[
+    ".min.js", ".min.css", ".map", ".pb.go", "_pb2.py", ".pb.rs", ".g.dart", ".pyc",
+];
+const TEST_DIRS: &[&str] = &["test", "tests", "__tests__", "spec", "specs", "testdata"];
+const DOC_EXTS: &[&str] = &["md", "rst", "txt", "adoc", "org"];
+const DOC_NAMES: &[&str] = &[
+    "license",
+    "licence",
+    "copying",
+    "authors",
+    "changelog",
+    "notice",
+];
+const CONFIG_EXTS: &[&str] = &[
+    "json",
+    "yaml",
+    "yml",
+    "toml",
+    "ini",
+    "cfg",
+    "conf",
+    "env",
+    "properties",
+    "xml",
+];
+const CONFIG_NAMES: &[&str] = &["dockerfile", "makefile", ".gitlab-ci.yml", ".env"];
+const SOURCE_EXTS: &[&str] = &[
+    "rs", "js", "jsx", "mjs", "cjs", "ts", "tsx", "mts", "cts", "py", "go", "java", "kt", "kts",
+    "rb", "php", "c", "h", "cc", "cpp", "cxx", "hpp", "cs", "swift", "scala", "sh", "bash", "sql",
+    "lua", "pl", "ex", "exs", "erl", "hs", "ml", "clj", "dart", "vue", "svelte",
+];
+/// Words in a path that mark code whose mistakes cost the most.
+const CRITICAL_WORDS: &[&str] = &[
+    "crypto",
+    "secret",
+    "credential",
+    "vault",
+    "payment",
+    "billing",
+    "private_key",
+    "privkey",
+];
+const HIGH_WORDS: &[&str] = &[
+    "auth",
+    "token",
+    "password",
+    "passwd",
+    "session",
+    "login",
+    "oauth",
+    "jwt",
+    "permission",
+    "acl",
+    "security",
+    "signing",
+    "cert",
+];
+
+/// Role and risk of a repository path.
+pub fn classify(path: &str) -> (Role, Risk) {
+    let lower = path.to_ascii_lowercase();
+    let name = lower.rsplit('/').next().unwrap_or(&lower);
+    let dirs: Vec<&str> = lower.split('/').collect();
+    let dirs = &dirs[..dirs.len().saturating_sub(1)];
+    let ext = name.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
+
+    let role = if LOCK_FILES.contains(&name)
+        || dirs.iter().any(|d| GENERATED_DIRS.contains(d))
+        || GENERATED_SUFFIXES.iter().any(|s| name.ends_with(s))
+    {
+        Role::Generated
+    } else if dirs.iter().any(|d| TEST_DIRS.contains(d))
+        || name.starts_with("test_")
+        || name.contains("_test.")
+        || name.contains(".test.")
+        || name.contains(".spec.")
+        || name.contains("_spec.")
+    {
+        Role::Test
+    } else if DOC_EXTS.contains(&ext)
+        || dirs.first() == Some(&"docs")
+        || DOC_NAMES
+            .iter()
+            .any(|n| name == *n || name.starts_with(&format!("{n}.")))
+        || name.starts_with("readme")
+    {
+        Role::Doc
+    } else if CONFIG_NAMES.contains(&name) || CONFIG_EXTS.contains(&ext) {
+        Role::Config
+    } else if SOURCE_EXTS.contains(&ext) {
+        Role::Source
+    } else {
+        Role::Unknown
+    };
+
+    let risk = match role {
+        // Tests, docs and generated code are low whatever their names say:
+        // `tests/auth_test.py` is not the authentication code.
+        Role::Test | Role::Doc | Role::Generated => Risk::Low,
+        _ if CRITICAL_WORDS.iter().any(|w| lower.contains(w)) => Risk::Critical,
+        _ if HIGH_WORDS.iter().any(|w| lower.contains(w)) => Risk::High,
+        Role::Source | Role::Config => Risk::Medium,
+        Role::Unknown => Risk::Low,
+    };
+    (role, risk)
+}
+
+/// Confidence in a local judgement of the file. It depends only on the role
+/// and the file's incidents, never on how often the same answer was given:
+/// ten identical inputs are the same evidence ten times, not ten pieces of it.
+pub fn confidence(role: Role, rollback_streak: u32, penalty: u32) -> f64 {
+    let base = match role {
+        Role::Generated => 0.95,
+        Role::Doc => 0.9,
+        Role::Test => 0.85,
+        Role::Config => 0.75,
+        Role::Source => 0.7,
+        Role::Unknown => 0.5,
+    };
+    (base - 0.1 * f64::from(rollback_streak) - 0.05 * f64::from(penalty)).clamp(0.05, 0.99)
+}
+
+/// A decision local policy can take alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalDecision {
+    pub outcome: Outcome,
+    pub reason: String,
+}
+
+/// Low-risk and generated files are skipped locally; source and config files
+/// of medium risk or more need judgement, which is a hand-over while the
+/// advisor is off.
+pub fn decide(role: Role, risk: Risk) -> LocalDecision {
+    let (outcome, reason) = match (role, risk) {
+        (Role::Generated, _) => (Outcome::LocalSkip, "generated: never judged".to_string()),
+        (_, Risk::Low) => (
+            Outcome::LocalSkip,
+            format!("{} file of low risk", role.as_str()),
+        ),
+        (Role::Source | Role::Config, _) => (
+            Outcome::NeedsReview,
+            format!(
+                "{} file of {} risk needs judgement; advisor off",
+                role.as_str(),
+                risk.as_str()
+            ),
+        ),
+        _ => (
+            Outcome::LocalSkip,
+            format!("{} file: nothing to judge", role.as_str()),
+        ),
+    };
+    LocalDecision { outcome, reason }
+}
+
+/// What the evidence version hashes: everything that is not per-file yet
+/// changes an answer.
+#[derive(Debug, Clone)]
+pub struct EvidenceInputs<'a> {
+    pub rules: &'a str,
+    pub policy: &'a str,
+    /// `off` while there is no advisor.
+    pub model: &'a str,
+}
+
+impl Default for EvidenceInputs<'_> {
+    fn default() -> Self {
+        EvidenceInputs {
+            rules: RULES_VERSION,
+            policy: POLICY_VERSION,
+            model: "off",
+        }
+    }
+}
+
+/// A short id of the evidence, e.g. `3f9a1c0d2b7e`.
+pub fn evidence_version(inputs: &EvidenceInputs) -> String {
+    let mut h = Sha256::new();
+    for part in [inputs.rules, inputs.policy, inputs.model] {
+        h.update(part.as_bytes());
+        h.update([0u8]);
+    }
+    hex(&h.finalize()[..6])
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sensitive_paths_are_high_or_critical() {
+        assert_eq!(classify("src/auth/login.js"), (Role::Source, Risk::High));
+        assert_eq!(
+            classify("lib/crypto-vault.js"),
+            (Role::Source, Risk::Critical)
+        );
+        assert_eq!(classify("api/payment.py"), (Role::Source, Risk::Critical));
+        assert_eq!(classify("config/tokens.yaml"), (Role::Config, Risk::High));
+    }
+
+    #[test]
+    fn tests_docs_and_generated_code_are_low() {
+        assert_eq!(classify("tests/auth_test.py"), (Role::Test, Risk::Low));
+        assert_eq!(classify("src/session.test.ts"), (Role::Test, Risk::Low));
+        assert_eq!(classify("docs/secrets.md"), (Role::Doc, Risk::Low));
+        assert_eq!(classify("Cargo.lock"), (Role::Generated, Risk::Low));
+        assert_eq!(classify("vendor/auth/x.go"), (Role::Generated, Risk::Low));
+        assert_eq!(classify("web/app.min.js"), (Role::Generated, Risk::Low));
+    }
+
+    #[test]
+    fn ordinary_source_and_config_are_medium_unknown_is_low() {
+        assert_eq!(classify("libs/shared/a.js"), (Role::Source, Risk::Medium));
+        assert_eq!(classify("app.toml"), (Role::Config, Risk::Medium));
+        assert_eq!(classify("assets/logo.png"), (Role::Unknown, Risk::Low));
+    }
+
+    #[test]
+    fn low_risk_and_generated_files_end_in_a_local_skip() {
+        assert_eq!(decide(Role::Doc, Risk::Low).outcome, Outcome::LocalSkip);
+        assert_eq!(
+            decide(Role::Generated, Risk::Low).outcome,
+            Outcome::LocalSkip
+        );
+        assert_eq!(
+            decide(Role::Unknown, Risk::High).outcome,
+            Outcome::LocalSkip
+        );
+    }
+
+    #[test]
+    fn medium_risk_source_and_config_need_review_while_the_advisor_is_off() {
+        for (role, risk) in [
+            (Role::Source, Risk::Medium),
+            (Role::Source, Risk::Critical),
+            (Role::Config, Risk::High),
+        ] {
+            assert_eq!(decide(role, risk).outcome, Outcome::NeedsReview);
+        }
+    }
+
+    #[test]
+    fn confidence_comes_from_history_not_from_repetition() {
+        assert_eq!(confidence(Role::Source, 0, 0), 0.7);
+        assert!(confidence(Role::Source, 1, 0) < confidence(Role::Source, 0, 0));
+        assert!(confidence(Role::Source, 0, 1) < confidence(Role::Source, 0, 0));
+        assert_eq!(confidence(Role::Unknown, 50, 50), 0.05);
+    }
+
+    #[test]
+    fn evidence_version_changes_with_rules_policy_or_model() {
+        let base = evidence_version(&EvidenceInputs::default());
+        assert_eq!(base.len(), 12);
+        assert_eq!(base, evidence_version(&EvidenceInputs::default()));
+        for changed in [
+            EvidenceInputs {
+                rules: "rules-2",
+                ..EvidenceInputs::default()
+            },
+            EvidenceInputs {
+                policy: "policy-2",
+                ..EvidenceInputs::default()
+            },
+            EvidenceInputs {
+                model: "gpt-4o-mini",
+                ..EvidenceInputs::default()
+            },
+        ] {
+            assert_ne!(evidence_version(&changed), base);
+        }
+    }
+}

@@ -1,0 +1,295 @@
+//! The wake gate: has anything happened that needs work? One pure function.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::state::{Header, WakeState};
+
+/// Why a tick woke, in order of precedence (first wins).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reason {
+    FirstRun,
+    ShaUnavailable,
+    RepoChanged,
+    EvidenceChanged,
+    Backlog,
+    /// Filled in by observation mode (not built yet).
+    ObservationDue,
+    /// Filled in by scheduled reviews (not built yet).
+    OpportunityDue,
+    /// Filled in by the autonomy allowance (not built yet).
+    AutonomyDue,
+    None,
+}
+
+impl Reason {
+    pub const ALL: [Reason; 9] = [
+        Reason::FirstRun,
+        Reason::ShaUnavailable,
+        Reason::RepoChanged,
+        Reason::EvidenceChanged,
+        Reason::Backlog,
+        Reason::ObservationDue,
+        Reason::OpportunityDue,
+        Reason::AutonomyDue,
+        Reason::None,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::FirstRun => "first_run",
+            Reason::ShaUnavailable => "sha_unavailable",
+            Reason::RepoChanged => "repo_changed",
+            Reason::EvidenceChanged => "evidence_changed",
+            Reason::Backlog => "backlog",
+            Reason::ObservationDue => "observation_due",
+            Reason::OpportunityDue => "opportunity_due",
+            Reason::AutonomyDue => "autonomy_due",
+            Reason::None => "none",
+        }
+    }
+}
+
+/// What the verdict is about, for the report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum Detail {
+    Change { from: String, to: String },
+    Unavailable { error: String },
+    Evidence { from: String, to: String },
+    Backlog { pending: u64 },
+    Unchanged { head: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Verdict {
+    pub wake: bool,
+    pub reason: Reason,
+    pub detail: Option<Detail>,
+}
+
+/// What the tick observed before deciding.
+#[derive(Debug, Clone, Copy)]
+pub struct WakeInput<'a> {
+    /// The head commit id, or the error that made it unknown.
+    pub head: Result<&'a str, &'a str>,
+    pub evidence: &'a str,
+}
+
+/// The verdict. Unknown is never unchanged: a failed lookup wakes with its own
+/// reason instead of comparing equal (or unequal) to the remembered head.
+pub fn evaluate(state: &Header, input: &WakeInput) -> Verdict {
+    let s = &state.wake;
+    let wake = |reason, detail| Verdict {
+        wake: true,
+        reason,
+        detail,
+    };
+    if s.last_head.is_none() && s.last_evidence.is_none() {
+        return wake(Reason::FirstRun, None);
+    }
+    let head = match input.head {
+        Ok(h) => h,
+        Err(error) => {
+            return wake(
+                Reason::ShaUnavailable,
+                Some(Detail::Unavailable {
+                    error: error.to_string(),
+                }),
+            );
+        }
+    };
+    if s.last_head.as_deref() != Some(head) {
+        return wake(
+            Reason::RepoChanged,
+            Some(Detail::Change {
+                from: s.last_head.clone().unwrap_or_default(),
+                to: head.to_string(),
+            }),
+        );
+    }
+    if s.last_evidence.as_deref() != Some(input.evidence) {
+        return wake(
+            Reason::EvidenceChanged,
+            Some(Detail::Evidence {
+                from: s.last_evidence.clone().unwrap_or_default(),
+                to: input.evidence.to_string(),
+            }),
+        );
+    }
+    if state.backlog_len > 0 {
+        return wake(
+            Reason::Backlog,
+            Some(Detail::Backlog {
+                pending: state.backlog_len,
+            }),
+        );
+    }
+    Verdict {
+        wake: false,
+        reason: Reason::None,
+        detail: Some(Detail::Unchanged {
+            head: head.to_string(),
+        }),
+    }
+}
+
+/// Fold a waking tick (and the no-ops counted since the last one) into the
+/// counters. `settled` is false when the work could not learn the tree, so
+/// the remembered head and evidence stay as they were and the next tick
+/// tries again.
+pub fn remember(
+    s: &mut WakeState,
+    verdict: &Verdict,
+    unsaved_noops: u64,
+    head: Option<&str>,
+    evidence: &str,
+    settled: bool,
+    now: DateTime<Utc>,
+) {
+    s.ticks += unsaved_noops + 1;
+    s.noops += unsaved_noops;
+    if unsaved_noops > 0 {
+        *s.by_reason.entry("none".into()).or_default() += unsaved_noops;
+    }
+    s.wakes += 1;
+    *s.by_reason
+        .entry(verdict.reason.as_str().into())
+        .or_default() += 1;
+    s.last_wake_reason = Some(verdict.reason.as_str().into());
+    s.last_wake_ts = Some(now);
+    if settled {
+        if let Some(h) = head {
+            s.last_head = Some(h.to_string());
+        }
+        s.last_evidence = Some(evidence.to_string());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SHA_A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    const SHA_B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+
+    fn settled() -> Header {
+        Header {
+            schema: 1,
+            wake: WakeState {
+                last_head: Some(SHA_A.into()),
+                last_evidence: Some("ev1".into()),
+                ..WakeState::default()
+            },
+            ..Header::default()
+        }
+    }
+
+    fn input<'a>(head: Result<&'a str, &'a str>, evidence: &'a str) -> WakeInput<'a> {
+        WakeInput { head, evidence }
+    }
+
+    #[test]
+    fn first_run_when_nothing_is_remembered() {
+        let v = evaluate(&Header::default(), &input(Ok(SHA_A), "ev1"));
+        assert_eq!((v.wake, v.reason), (true, Reason::FirstRun));
+    }
+
+    #[test]
+    fn first_run_outranks_an_unavailable_head() {
+        let v = evaluate(&Header::default(), &input(Err("down"), "ev1"));
+        assert_eq!(v.reason, Reason::FirstRun);
+    }
+
+    #[test]
+    fn sha_unavailable_never_masquerades_as_unchanged() {
+        let v = evaluate(&settled(), &input(Err("git log failed"), "ev1"));
+        assert_eq!(
+            v,
+            Verdict {
+                wake: true,
+                reason: Reason::ShaUnavailable,
+                detail: Some(Detail::Unavailable {
+                    error: "git log failed".into()
+                }),
+            }
+        );
+    }
+
+    #[test]
+    fn sha_unavailable_never_overwrites_the_remembered_head() {
+        let mut s = settled().wake;
+        let v = evaluate(&settled(), &input(Err("down"), "ev1"));
+        remember(&mut s, &v, 0, None, "ev1", true, Utc::now());
+        assert_eq!(s.last_head.as_deref(), Some(SHA_A));
+    }
+
+    #[test]
+    fn none_identical_head_and_evidence_nothing_due_means_no_wake() {
+        let v = evaluate(&settled(), &input(Ok(SHA_A), "ev1"));
+        assert_eq!(
+            v,
+            Verdict {
+                wake: false,
+                reason: Reason::None,
+                detail: Some(Detail::Unchanged { head: SHA_A.into() }),
+            }
+        );
+    }
+
+    #[test]
+    fn precedence_repo_change_outranks_evidence_and_backlog() {
+        let mut h = settled();
+        h.backlog_len = 3;
+        let v = evaluate(&h, &input(Ok(SHA_B), "ev2"));
+        assert_eq!(v.reason, Reason::RepoChanged);
+        let v = evaluate(&h, &input(Ok(SHA_A), "ev2"));
+        assert_eq!(v.reason, Reason::EvidenceChanged);
+        let v = evaluate(&h, &input(Ok(SHA_A), "ev1"));
+        assert_eq!(v.reason, Reason::Backlog);
+    }
+
+    #[test]
+    fn precedence_order_is_fixed() {
+        let names: Vec<_> = Reason::ALL.iter().map(|r| r.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "first_run",
+                "sha_unavailable",
+                "repo_changed",
+                "evidence_changed",
+                "backlog",
+                "observation_due",
+                "opportunity_due",
+                "autonomy_due",
+                "none"
+            ]
+        );
+        assert!(Reason::ALL.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn remember_folds_unsaved_noops_into_the_counters() {
+        let mut s = settled().wake;
+        let v = evaluate(&settled(), &input(Ok(SHA_B), "ev1"));
+        let now: DateTime<Utc> = "2026-06-16T12:00:00Z".parse().unwrap();
+        remember(&mut s, &v, 359, Some(SHA_B), "ev1", true, now);
+        assert_eq!((s.ticks, s.wakes, s.noops), (360, 1, 359));
+        assert_eq!(s.by_reason.get("none"), Some(&359));
+        assert_eq!(s.by_reason.get("repo_changed"), Some(&1));
+        assert_eq!(s.last_head.as_deref(), Some(SHA_B));
+        assert_eq!(s.last_wake_reason.as_deref(), Some("repo_changed"));
+    }
+
+    #[test]
+    fn an_unsettled_wake_keeps_head_and_evidence_for_the_next_try() {
+        let mut s = settled().wake;
+        let v = evaluate(&settled(), &input(Ok(SHA_B), "ev2"));
+        remember(&mut s, &v, 0, Some(SHA_B), "ev2", false, Utc::now());
+        assert_eq!(s.last_head.as_deref(), Some(SHA_A));
+        assert_eq!(s.last_evidence.as_deref(), Some("ev1"));
+        assert_eq!(s.wakes, 1);
+    }
+}

@@ -1,0 +1,10 @@
+//! sentinel: a one-shot guard that keeps a scheduled code-maintenance agent from going in circles.
+
+pub mod app;
+pub mod cli;
+pub mod exit;
+pub mod gate;
+pub mod report;
+pub mod source;
+pub mod state;
+pub mod tick;

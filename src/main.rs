@@ -1,0 +1,16 @@
+//! The `sentinel` binary: parse, run, print `error: ...`, exit with the code.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = sentinel::cli::Cli::parse();
+    match sentinel::app::run(cli) {
+        Ok(code) => ExitCode::from(code),
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(sentinel::exit::ERROR)
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! `sentinel explain FILE`: why did this file miss (or hit) the cache?
+
+use serde::Serialize;
+
+use crate::gate::novelty;
+use crate::state::FileRecord;
+use crate::tick::Current;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PartDiff {
+    pub part: &'static str,
+    pub remembered: String,
+    pub current: Option<String>,
+    pub differs: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Explanation {
+    pub path: String,
+    pub remembered_fingerprint: Option<String>,
+    pub current_fingerprint: Option<String>,
+    pub parts: Vec<PartDiff>,
+    pub last_decision: Option<crate::state::Decision>,
+    pub evaluations: u64,
+    pub reuses: u64,
+    pub estimated_tokens_saved: u64,
+    pub deps: Vec<String>,
+    pub unresolved_imports: Vec<String>,
+    /// One sentence: would the next look reuse the decision, and if not why.
+    pub verdict: String,
+    pub error: Option<String>,
+}
+
+/// Compare the remembered fingerprint with the current one, part by part.
+pub fn explain(path: &str, record: Option<&FileRecord>, current: &Current) -> Explanation {
+    let remembered = record.and_then(|r| r.fingerprint.clone());
+    let now_parts = current.fingerprint.as_deref().map(novelty::split);
+    let parts: Vec<PartDiff> = match &remembered {
+        Some(fp) => novelty::split(fp)
+            .into_iter()
+            .enumerate()
+            .map(|(i, (part, value))| {
+                let cur = now_parts.as_ref().map(|p| p[i].1.clone());
+                PartDiff {
+                    part,
+                    differs: cur.as_ref().is_some_and(|c| *c != value),
+                    remembered: value,
+                    current: cur,
+                }
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    let decision = record.and_then(|r| r.decision.clone());
+    let differing: Vec<&str> = parts.iter().filter(|p| p.differs).map(|p| p.part).collect();
+    let verdict = match (&remembered, &current.fingerprint, &decision) {
+        (None, _, _) => "first-seen: no decision is remembered for this file".to_string(),
+        (_, None, _) => "the current fingerprint could not be computed (see error)".to_string(),
+        (_, Some(cur), _) if cur.ends_with("|deps:unknown") => format!(
+            "dependencies-unknown: imports that do not resolve ({}) make the file novel on every look",
+            current.unresolved.join(", ")
+        ),
+        (Some(_), Some(_), _) if !differing.is_empty() => {
+            format!("changed: {} differ", differing.join(", "))
+        }
+        (Some(_), Some(_), Some(d)) if !d.outcome.is_reusable() => format!(
+            "prev-not-reusable: the last outcome `{}` is never replayed",
+            d.outcome.as_str()
+        ),
+        _ => "unchanged: the next look reuses the remembered decision without a read".to_string(),
+    };
+    Explanation {
+        path: path.to_string(),
+        remembered_fingerprint: remembered,
+        current_fingerprint: current.fingerprint.clone(),
+        parts,
+        last_decision: decision,
+        evaluations: record.map_or(0, |r| r.evaluations),
+        reuses: record.map_or(0, |r| r.reuses),
+        estimated_tokens_saved: record.map_or(0, |r| r.tokens_saved),
+        deps: record.map(|r| r.deps.clone()).unwrap_or_default(),
+        unresolved_imports: current.unresolved.clone(),
+        verdict,
+        error: current.error.clone(),
+    }
+}
+
+/// Plain-text form of an explanation.
+pub fn render(e: &Explanation) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(out, "file: {}", e.path);
+    let _ = writeln!(out, "verdict: {}", e.verdict);
+    if let Some(err) = &e.error {
+        let _ = writeln!(out, "error: {err}");
+    }
+    let _ = writeln!(
+        out,
+        "remembered: {}\ncurrent:    {}",
+        e.remembered_fingerprint.as_deref().unwrap_or("-"),
+        e.current_fingerprint.as_deref().unwrap_or("-")
+    );
+    if !e.parts.is_empty() {
+        let mut b = tabled::builder::Builder::default();
+        b.push_record(["part", "remembered", "current", ""]);
+        for p in &e.parts {
+            b.push_record([
+                p.part.to_string(),
+                p.remembered.clone(),
+                p.current.clone().unwrap_or_else(|| "-".into()),
+                if p.differs {
+                    "differs".into()
+                } else {
+                    String::new()
+                },
+            ]);
+        }
+        let mut t = b.build();
+        t.with(tabled::settings::Style::rounded());
+        let _ = writeln!(out, "{t}");
+    }
+    match &e.last_decision {
+        Some(d) => {
+            let _ = writeln!(
+                out,
+                "last decision: {} ({}) at {}",
+                d.outcome.as_str(),
+                d.reason,
+                d.ts.to_rfc3339()
+            );
+        }
+        None => {
+            let _ = writeln!(out, "last decision: -");
+        }
+    }
+    let _ = writeln!(
+        out,
+        "evaluations: {}, reuses since this fingerprint: {}, estimated tokens saved (estimate): {}",
+        e.evaluations, e.reuses, e.estimated_tokens_saved
+    );
+    if !e.deps.is_empty() {
+        let _ = writeln!(out, "local dependencies: {}", e.deps.join(", "));
+    }
+    out
+}

@@ -1,0 +1,191 @@
+//! `sentinel stats`: the counters of the state and its journal, as tables or JSON.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use tabled::builder::Builder;
+use tabled::settings::Style;
+
+use crate::gate::wake::Reason;
+use crate::state::{Outcome, State};
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WakeStats {
+    pub ticks: u64,
+    pub wakes: u64,
+    pub noops: u64,
+    /// `noops / ticks`; null when there were no ticks, never NaN.
+    pub noop_rate: Option<f64>,
+    pub by_reason: BTreeMap<String, u64>,
+    /// No-op ticks counted in the journal but not yet folded into the state.
+    pub unsaved_noops: u64,
+    pub last_wake_reason: Option<String>,
+    pub last_head: Option<String>,
+    pub last_evidence: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NoveltyStats {
+    /// Files with a remembered decision.
+    pub tracked_files: u64,
+    pub fresh_evaluations: u64,
+    pub reuses: u64,
+    /// `reuses / (reuses + fresh_evaluations)`; null when both are 0, never NaN.
+    pub reuse_rate: Option<f64>,
+    /// `ceil(chars / 4) + 400` per reuse: the size of the avoided prompts, not a bill.
+    pub estimated_tokens_saved: u64,
+    pub file_reads: u64,
+    /// Files waiting in the backlog for a later tick.
+    pub pending: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Stats {
+    pub wake: WakeStats,
+    pub novelty: NoveltyStats,
+    /// Lifetime count of each outcome (pending excluded).
+    pub outcomes: BTreeMap<String, u64>,
+}
+
+fn ratio(part: u64, whole: u64) -> Option<f64> {
+    (whole > 0).then(|| (part as f64 / whole as f64 * 10_000.0).round() / 10_000.0)
+}
+
+/// The counters of `state` plus the `unsaved` no-ops of its journal.
+pub fn compute(state: &State, unsaved: u64) -> Stats {
+    let w = &state.wake;
+    let ticks = w.ticks + unsaved;
+    let noops = w.noops + unsaved;
+    let mut by_reason = w.by_reason.clone();
+    if unsaved > 0 {
+        *by_reason.entry("none".into()).or_default() += unsaved;
+    }
+    let n = &state.novelty;
+    Stats {
+        wake: WakeStats {
+            ticks,
+            wakes: w.wakes,
+            noops,
+            noop_rate: ratio(noops, ticks),
+            by_reason,
+            unsaved_noops: unsaved,
+            last_wake_reason: w.last_wake_reason.clone(),
+            last_head: w.last_head.clone(),
+            last_evidence: w.last_evidence.clone(),
+        },
+        novelty: NoveltyStats {
+            tracked_files: state.tracked_files() as u64,
+            fresh_evaluations: n.fresh_evaluations,
+            reuses: n.reuses,
+            reuse_rate: ratio(n.reuses, n.reuses + n.fresh_evaluations),
+            estimated_tokens_saved: n.estimated_tokens_saved,
+            file_reads: n.file_reads,
+            pending: state.backlog.len() as u64,
+        },
+        outcomes: state.outcomes.clone(),
+    }
+}
+
+fn opt<T: ToString>(v: &Option<T>) -> String {
+    v.as_ref().map_or_else(|| "-".to_string(), T::to_string)
+}
+
+fn table(title: &str, rows: Vec<(String, String)>) -> String {
+    let mut b = Builder::default();
+    b.push_record([title.to_string(), String::new()]);
+    for (k, v) in rows {
+        b.push_record([k, v]);
+    }
+    let mut t = b.build();
+    t.with(Style::rounded().remove_horizontals());
+    t.to_string()
+}
+
+/// The three tables `sentinel stats` prints.
+pub fn render(s: &Stats) -> String {
+    let w = &s.wake;
+    let mut wake = vec![
+        ("ticks".to_string(), w.ticks.to_string()),
+        ("wakes".into(), w.wakes.to_string()),
+        ("noops".into(), w.noops.to_string()),
+        ("noop_rate".into(), opt(&w.noop_rate)),
+    ];
+    for r in Reason::ALL {
+        if let Some(n) = w.by_reason.get(r.as_str()) {
+            wake.push((format!("by_reason.{}", r.as_str()), n.to_string()));
+        }
+    }
+    wake.extend([
+        ("unsaved_noops".into(), w.unsaved_noops.to_string()),
+        ("last_wake_reason".into(), opt(&w.last_wake_reason)),
+        ("last_head".into(), opt(&w.last_head)),
+    ]);
+    let n = &s.novelty;
+    let novelty = vec![
+        ("tracked_files".to_string(), n.tracked_files.to_string()),
+        ("fresh_evaluations".into(), n.fresh_evaluations.to_string()),
+        ("reuses".into(), n.reuses.to_string()),
+        ("reuse_rate".into(), opt(&n.reuse_rate)),
+        (
+            "estimated_tokens_saved (estimate)".into(),
+            n.estimated_tokens_saved.to_string(),
+        ),
+        ("file_reads".into(), n.file_reads.to_string()),
+        ("pending".into(), n.pending.to_string()),
+    ];
+    let outcomes = Outcome::ALL
+        .iter()
+        .filter(|o| **o != Outcome::Pending)
+        .map(|o| {
+            let count = s.outcomes.get(o.as_str()).copied().unwrap_or(0);
+            (o.as_str().to_string(), count.to_string())
+        })
+        .filter(|(_, c)| c != "0")
+        .collect::<Vec<_>>();
+    let outcomes = if outcomes.is_empty() {
+        vec![("(none yet)".to_string(), String::new())]
+    } else {
+        outcomes
+    };
+    format!(
+        "{}\n{}\n{}\n",
+        table("wake gate", wake),
+        table("novelty gate", novelty),
+        table("outcomes", outcomes)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_are_null_when_there_is_nothing_never_nan() {
+        let s = compute(&State::new(), 0);
+        assert_eq!(s.wake.noop_rate, None);
+        assert_eq!(s.novelty.reuse_rate, None);
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["wake"]["noop_rate"], serde_json::Value::Null);
+        assert_eq!(json["novelty"]["reuse_rate"], serde_json::Value::Null);
+    }
+
+    #[test]
+    fn unsaved_noops_count_as_ticks_and_noops() {
+        let mut state = State::new();
+        state.wake.ticks = 2;
+        state.wake.wakes = 2;
+        let s = compute(&state, 718);
+        assert_eq!(
+            (s.wake.ticks, s.wake.noops, s.wake.unsaved_noops),
+            (720, 718, 718)
+        );
+        assert_eq!(s.wake.noop_rate, Some(0.9972));
+        assert_eq!(s.wake.by_reason.get("none"), Some(&718));
+    }
+
+    #[test]
+    fn the_token_figure_is_labelled_an_estimate() {
+        let out = render(&compute(&State::new(), 0));
+        assert!(out.contains("estimated_tokens_saved (estimate)"));
+    }
+}

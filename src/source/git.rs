@@ -1,0 +1,1038 @@
+//! The git source: a local clone read through the `git` command.
+
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+use super::{Change, Entry, Source, SourceError};
+
+/// Environment that would point git at another repository, work tree or
+/// object store than the one we were given (set, for instance, when we run
+/// from inside a git hook).
+const REDIRECTING_ENV: &[&str] = &[
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_COMMON_DIR",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_NAMESPACE",
+];
+
+/// The most header bytes accepted from `cat-file --batch` before the answer
+/// is deemed garbage; a real header is an id, a type and a size.
+const MAX_HEADER: u64 = 1024;
+
+/// A local clone, watched at one revision and (optionally) one directory.
+pub struct GitSource {
+    repo: PathBuf,
+    rev: String,
+    /// `None` watches the whole repository.
+    path: Option<String>,
+    requests: u64,
+    /// Started on the first read, so sources that never read pay nothing.
+    cat_file: Option<CatFile>,
+}
+
+impl GitSource {
+    /// `repo`: the clone's directory; `rev`: branch or revision to watch (None = "HEAD", the clone's current branch);
+    /// `path`: watched directory relative to the repo root (None or "" or "." = whole repository).
+    pub fn new(repo: PathBuf, rev: Option<String>, path: Option<String>) -> GitSource {
+        GitSource {
+            repo,
+            rev: rev.unwrap_or_else(|| "HEAD".to_string()),
+            path: path.and_then(normalize_path),
+            requests: 0,
+            cat_file: None,
+        }
+    }
+
+    /// The revision being watched, as given ("HEAD" when none).
+    pub fn rev(&self) -> &str {
+        &self.rev
+    }
+
+    fn git(&self) -> Command {
+        let mut cmd = Command::new("git");
+        cmd.arg("-C").arg(&self.repo);
+        // The watched path is a directory name, not a pattern: `docs[1]` or
+        // `:x` must mean exactly that directory.
+        cmd.arg("--literal-pathspecs");
+        for var in REDIRECTING_ENV {
+            cmd.env_remove(var);
+        }
+        // Never wait on a credential prompt nobody will answer, and keep
+        // messages in English so they read the same in every report.
+        cmd.env("GIT_TERMINAL_PROMPT", "0").env("LC_ALL", "C");
+        cmd.stdin(Stdio::null());
+        cmd
+    }
+
+    /// Runs one git command (one request) and returns its stdout.
+    fn run(&mut self, what: &str, args: &[&str]) -> Result<Vec<u8>, SourceError> {
+        self.requests += 1;
+        let output = self
+            .git()
+            .args(args)
+            .output()
+            .map_err(|err| self.failure(what, &format!("could not run git: {err}")))?;
+        if !output.status.success() {
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            let stderr = stderr.trim();
+            let reason = if stderr.is_empty() {
+                output.status.to_string()
+            } else {
+                stderr.to_string()
+            };
+            return Err(self.failure(what, &reason));
+        }
+        Ok(output.stdout)
+    }
+
+    fn failure(&self, what: &str, reason: &str) -> SourceError {
+        SourceError::Unavailable(format!(
+            "git {what} in `{}` failed: {reason}",
+            self.repo.display()
+        ))
+    }
+
+    fn describe_path(&self) -> &str {
+        self.path.as_deref().unwrap_or(".")
+    }
+}
+
+impl Source for GitSource {
+    fn head(&mut self) -> Result<String, SourceError> {
+        let rev = self.rev.clone();
+        let path = self.path.clone();
+        // `--no-show-signature` and `--no-follow` keep a user's log.* settings
+        // from adding lines to the answer or changing which commits count.
+        let mut args = vec![
+            "log",
+            "-1",
+            "--format=%H",
+            "--no-show-signature",
+            "--no-follow",
+            "--end-of-options",
+            &rev,
+            // Even without a pathspec, `--` stops a branch that shares its
+            // name with a file from being ambiguous.
+            "--",
+        ];
+        if let Some(path) = &path {
+            args.push(path);
+        }
+        let stdout = self.run("log", &args)?;
+        let stdout = String::from_utf8_lossy(&stdout);
+        let commit = stdout.trim();
+        if commit.is_empty() {
+            return Err(self.failure(
+                "log",
+                &format!("no commit on `{rev}` touches `{}`", self.describe_path()),
+            ));
+        }
+        if !is_object_id(commit) {
+            return Err(self.failure("log", &format!("unexpected answer `{commit}`")));
+        }
+        Ok(commit.to_string())
+    }
+
+    fn list(&mut self, at: &str) -> Result<Vec<Entry>, SourceError> {
+        let path = self.path.clone();
+        // No `--` here: after `--end-of-options` ls-tree would take it for a
+        // path, and every argument after the tree is a path anyway.
+        let mut args = vec!["ls-tree", "-r", "-z", "--full-tree", "--end-of-options", at];
+        if let Some(path) = &path {
+            args.push(path);
+        }
+        let stdout = self.run("ls-tree", &args)?;
+        let mut entries =
+            parse_ls_tree(&stdout).map_err(|reason| self.failure("ls-tree", &reason))?;
+        entries.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(entries)
+    }
+
+    fn changes(&mut self, from: &str, to: &str) -> Result<Vec<Change>, SourceError> {
+        let path = self.path.clone();
+        let mut args = vec![
+            "diff-tree",
+            "-r",
+            "-z",
+            "--no-renames",
+            "--no-commit-id",
+            "--end-of-options",
+            from,
+            to,
+            "--",
+        ];
+        if let Some(path) = &path {
+            args.push(path);
+        }
+        let stdout = self.run("diff-tree", &args)?;
+        parse_diff_tree(&stdout).map_err(|reason| self.failure("diff-tree", &reason))
+    }
+
+    fn read(&mut self, blob: &str, limit: u64) -> Result<Vec<u8>, SourceError> {
+        // The batch protocol is line based: anything but a plain id could
+        // smuggle a second request or a `HEAD:path` lookup into the pipe.
+        if !is_object_id(blob) {
+            return Err(self.failure("cat-file", &format!("`{blob}` is not an object id")));
+        }
+        self.requests += 1;
+        if self.cat_file.is_none() {
+            let child = CatFile::spawn(self.git())
+                .map_err(|err| self.failure("cat-file", &format!("could not run git: {err}")))?;
+            self.cat_file = Some(child);
+        }
+        let cat_file = self.cat_file.as_mut().expect("started just above");
+        match cat_file.read(blob, limit) {
+            Ok(bytes) => Ok(bytes),
+            Err(ReadFailure::Refused(err)) => Err(match err {
+                SourceError::Unavailable(reason) => self.failure("cat-file", &reason),
+                too_large => too_large,
+            }),
+            Err(ReadFailure::Broken(reason)) => {
+                // The pipe is out of step (or the child is gone); only a
+                // fresh child can answer the next read reliably.
+                if let Some(cat_file) = self.cat_file.take() {
+                    cat_file.kill();
+                }
+                Err(self.failure("cat-file", &reason))
+            }
+        }
+    }
+
+    fn requests(&self) -> u64 {
+        self.requests
+    }
+}
+
+impl Drop for GitSource {
+    fn drop(&mut self) {
+        if let Some(cat_file) = self.cat_file.take() {
+            cat_file.close();
+        }
+    }
+}
+
+/// A running `git cat-file --batch`.
+struct CatFile {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+/// Why a batch read gave no bytes.
+enum ReadFailure {
+    /// git answered, and the pipe is ready for the next request.
+    Refused(SourceError),
+    /// The pipe is in an unknown state: the child must be replaced.
+    Broken(String),
+}
+
+impl CatFile {
+    fn spawn(mut cmd: Command) -> io::Result<CatFile> {
+        let mut child = cmd
+            .args(["cat-file", "--batch"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(io::Error::other("cat-file started without its pipes"));
+        };
+        Ok(CatFile {
+            child,
+            stdin,
+            stdout: BufReader::new(stdout),
+        })
+    }
+
+    fn read(&mut self, blob: &str, limit: u64) -> Result<Vec<u8>, ReadFailure> {
+        let broken = |err: io::Error| ReadFailure::Broken(format!("cat-file stopped: {err}"));
+        self.stdin
+            .write_all(format!("{blob}\n").as_bytes())
+            .and_then(|()| self.stdin.flush())
+            .map_err(broken)?;
+
+        let mut header = Vec::new();
+        (&mut self.stdout)
+            .take(MAX_HEADER)
+            .read_until(b'\n', &mut header)
+            .map_err(broken)?;
+        if header.pop() != Some(b'\n') {
+            return Err(ReadFailure::Broken(if header.is_empty() {
+                "cat-file stopped answering".to_string()
+            } else {
+                "cat-file sent an unfinished header".to_string()
+            }));
+        }
+        let header = String::from_utf8_lossy(&header);
+        let fields: Vec<&str> = header.split(' ').collect();
+        let (kind, size) = match fields.as_slice() {
+            [oid, "missing" | "ambiguous"] if *oid == blob => {
+                return Err(ReadFailure::Refused(SourceError::Unavailable(format!(
+                    "object {blob} is {}",
+                    fields[1]
+                ))));
+            }
+            [oid, kind, size] if *oid == blob => match size.parse::<u64>() {
+                Ok(size) => (*kind, size),
+                Err(_) => {
+                    return Err(ReadFailure::Broken(format!(
+                        "cat-file sent a bad header `{header}`"
+                    )));
+                }
+            },
+            _ => {
+                return Err(ReadFailure::Broken(format!(
+                    "cat-file sent an unexpected header `{header}`"
+                )));
+            }
+        };
+
+        if kind != "blob" || size > limit {
+            // Drain the answer so the pipe stays in step for the next read,
+            // without ever holding the refused bytes.
+            self.skip(size)?;
+            return Err(ReadFailure::Refused(if kind != "blob" {
+                SourceError::Unavailable(format!("object {blob} is a {kind}, not a blob"))
+            } else {
+                SourceError::TooLarge { size, limit }
+            }));
+        }
+
+        let len = usize::try_from(size)
+            .map_err(|_| ReadFailure::Broken(format!("{size} bytes do not fit in memory")))?;
+        let mut bytes = vec![0; len];
+        self.stdout.read_exact(&mut bytes).map_err(broken)?;
+        self.end_of_answer()?;
+        Ok(bytes)
+    }
+
+    /// Reads past `size` bytes of content and the newline after them.
+    fn skip(&mut self, size: u64) -> Result<(), ReadFailure> {
+        let mut chunk = vec![0; 64 * 1024];
+        let mut left = size;
+        while left > 0 {
+            let n = usize::try_from(left).map_or(chunk.len(), |left| left.min(chunk.len()));
+            self.stdout
+                .read_exact(&mut chunk[..n])
+                .map_err(|err| ReadFailure::Broken(format!("cat-file stopped: {err}")))?;
+            left -= n as u64;
+        }
+        self.end_of_answer()
+    }
+
+    fn end_of_answer(&mut self) -> Result<(), ReadFailure> {
+        let mut newline = [0u8; 1];
+        match self.stdout.read_exact(&mut newline) {
+            Ok(()) if newline == *b"\n" => Ok(()),
+            Ok(()) => Err(ReadFailure::Broken(
+                "cat-file sent more bytes than announced".to_string(),
+            )),
+            Err(err) => Err(ReadFailure::Broken(format!("cat-file stopped: {err}"))),
+        }
+    }
+
+    /// Ends the child politely: on end of input cat-file exits by itself.
+    fn close(self) {
+        let CatFile {
+            mut child,
+            stdin,
+            stdout,
+        } = self;
+        drop(stdin);
+        // Closing our end too means a child still writing gets an error
+        // instead of blocking the wait below forever.
+        drop(stdout);
+        let _ = child.wait();
+    }
+
+    /// Ends a child whose pipe can no longer be trusted.
+    fn kill(self) {
+        let CatFile {
+            mut child,
+            stdin,
+            stdout,
+        } = self;
+        drop(stdin);
+        drop(stdout);
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+/// `None` for the whole repository, else the directory without the
+/// decorations (`./`, `/`) that git would not read as part of the name.
+fn normalize_path(path: String) -> Option<String> {
+    let trimmed = path.trim_matches('/');
+    let trimmed = trimmed.strip_prefix("./").unwrap_or(trimmed);
+    let trimmed = trimmed.trim_start_matches('/');
+    if trimmed.is_empty() || trimmed == "." {
+        None
+    } else {
+        Some(trimmed.to_string())
+    }
+}
+
+/// A full SHA-1 or SHA-256 object id, as git prints it.
+fn is_object_id(id: &str) -> bool {
+    (id.len() == 40 || id.len() == 64)
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+fn is_regular_file(mode: &str) -> bool {
+    mode == "100644" || mode == "100755"
+}
+
+/// Records of `ls-tree -r -z`: `<mode> SP <type> SP <object> TAB <name> NUL`.
+fn parse_ls_tree(stdout: &[u8]) -> Result<Vec<Entry>, String> {
+    let mut entries = Vec::new();
+    for record in stdout.split(|&b| b == 0).filter(|r| !r.is_empty()) {
+        let bad = || format!("unexpected record `{}`", String::from_utf8_lossy(record));
+        let tab = record.iter().position(|&b| b == b'\t').ok_or_else(bad)?;
+        let (meta, name) = (&record[..tab], &record[tab + 1..]);
+        let meta = std::str::from_utf8(meta).map_err(|_| bad())?;
+        let [mode, kind, object] = meta.split(' ').collect::<Vec<_>>()[..] else {
+            return Err(bad());
+        };
+        if kind != "blob" || !is_regular_file(mode) {
+            continue;
+        }
+        if !is_object_id(object) {
+            return Err(bad());
+        }
+        entries.push(Entry {
+            // Lossy for now: non-UTF-8 names get proper handling later.
+            path: String::from_utf8_lossy(name).into_owned(),
+            blob: object.to_string(),
+        });
+    }
+    Ok(entries)
+}
+
+/// Records of `diff-tree -r -z`:
+/// `:<mode1> SP <mode2> SP <sha1> SP <sha2> SP <status> NUL <path> NUL`.
+fn parse_diff_tree(stdout: &[u8]) -> Result<Vec<Change>, String> {
+    let mut changes = Vec::new();
+    let mut fields = stdout.split(|&b| b == 0);
+    while let Some(meta) = fields.next() {
+        if meta.is_empty() {
+            // Only the split after the final NUL is empty.
+            continue;
+        }
+        let bad = || format!("unexpected record `{}`", String::from_utf8_lossy(meta));
+        let meta = std::str::from_utf8(meta).map_err(|_| bad())?;
+        let meta = meta.strip_prefix(':').ok_or_else(bad)?;
+        let [_, mode2, _, sha2, status] = meta.split(' ').collect::<Vec<_>>()[..] else {
+            return Err(bad());
+        };
+        let name = fields
+            .next()
+            .filter(|name| !name.is_empty())
+            .ok_or_else(bad)?;
+        // Lossy for now: non-UTF-8 names get proper handling later.
+        let path = String::from_utf8_lossy(name).into_owned();
+        let change = match status {
+            "D" => Change::Delete { path },
+            "A" | "M" | "T" if !is_regular_file(mode2) => Change::Delete { path },
+            "A" | "M" | "T" if is_object_id(sha2) => Change::Upsert {
+                path,
+                blob: sha2.to_string(),
+            },
+            _ => return Err(bad()),
+        };
+        changes.push(change);
+    }
+    Ok(changes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+    use std::path::Path;
+    use tempfile::TempDir;
+
+    /// A scratch repository driven by the real `git`, isolated from the
+    /// user's configuration so every run makes the same commits.
+    struct Repo {
+        dir: TempDir,
+    }
+
+    impl Repo {
+        fn new() -> Repo {
+            let repo = Repo {
+                dir: TempDir::new().expect("temporary directory"),
+            };
+            repo.git(&["-c", "init.defaultBranch=main", "init", "-q"]);
+            repo
+        }
+
+        fn path(&self) -> &Path {
+            self.dir.path()
+        }
+
+        fn git(&self, args: &[&str]) -> String {
+            let mut cmd = Command::new("git");
+            cmd.arg("-C").arg(self.path());
+            cmd.args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"]);
+            cmd.args(args);
+            for var in REDIRECTING_ENV {
+                cmd.env_remove(var);
+            }
+            let output = cmd
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_AUTHOR_DATE", "2024-01-01T00:00:00Z")
+                .env("GIT_COMMITTER_DATE", "2024-01-01T00:00:00Z")
+                .env("LC_ALL", "C")
+                .stdin(Stdio::null())
+                .output()
+                .expect("run git");
+            assert!(
+                output.status.success(),
+                "git {args:?} failed: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            String::from_utf8(output.stdout)
+                .expect("utf-8 output")
+                .trim_end_matches('\n')
+                .to_string()
+        }
+
+        fn write(&self, path: &str, content: impl AsRef<[u8]>) {
+            let file = self.path().join(path);
+            fs::create_dir_all(file.parent().unwrap()).unwrap();
+            fs::write(file, content).unwrap();
+        }
+
+        fn remove(&self, path: &str) {
+            fs::remove_file(self.path().join(path)).unwrap();
+        }
+
+        fn commit(&self, message: &str) -> String {
+            self.git(&["add", "-A"]);
+            self.git(&["commit", "-q", "--allow-empty", "-m", message]);
+            self.git(&["rev-parse", "HEAD"])
+        }
+
+        fn blob(&self, rev_and_path: &str) -> String {
+            self.git(&["rev-parse", rev_and_path])
+        }
+
+        fn source(&self, path: Option<&str>) -> GitSource {
+            GitSource::new(self.path().to_path_buf(), None, path.map(str::to_string))
+        }
+    }
+
+    fn paths(entries: &[Entry]) -> Vec<&str> {
+        entries.iter().map(|e| e.path.as_str()).collect()
+    }
+
+    fn unavailable(result: Result<impl std::fmt::Debug, SourceError>) -> String {
+        match result {
+            Err(SourceError::Unavailable(msg)) => msg,
+            other => panic!("expected Unavailable, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn rev_defaults_to_head_and_keeps_what_was_given() {
+        let repo = Repo::new();
+        assert_eq!(repo.source(None).rev(), "HEAD");
+        let source = GitSource::new(repo.path().to_path_buf(), Some("release".into()), None);
+        assert_eq!(source.rev(), "release");
+    }
+
+    #[test]
+    fn head_ignores_commits_outside_the_watched_path() {
+        let repo = Repo::new();
+        repo.write("docs/a.md", "a");
+        let touching = repo.commit("docs");
+        repo.write("src/main.rs", "fn main() {}");
+        repo.write("docsx/b.md", "b");
+        let outside = repo.commit("elsewhere");
+
+        assert_eq!(repo.source(Some("docs")).head(), Ok(touching));
+        assert_eq!(repo.source(None).head(), Ok(outside));
+    }
+
+    #[test]
+    fn whole_repository_can_be_named_by_nothing_empty_or_dot() {
+        let repo = Repo::new();
+        repo.write("a", "a");
+        let tip = repo.commit("one");
+        for path in [None, Some(""), Some("."), Some("./"), Some("/")] {
+            let mut source = repo.source(path);
+            assert_eq!(source.head(), Ok(tip.clone()), "path {path:?}");
+            assert_eq!(paths(&source.list(&tip).unwrap()), ["a"], "path {path:?}");
+        }
+    }
+
+    #[test]
+    fn head_follows_the_named_branch_not_the_checked_out_one() {
+        let repo = Repo::new();
+        repo.write("docs/a.md", "a");
+        repo.commit("one");
+        repo.git(&["checkout", "-q", "-b", "release"]);
+        repo.write("docs/a.md", "release");
+        let release = repo.commit("release");
+        repo.git(&["checkout", "-q", "main"]);
+        let main = repo.git(&["rev-parse", "main"]);
+
+        let mut on_release = GitSource::new(
+            repo.path().to_path_buf(),
+            Some("release".into()),
+            Some("docs".into()),
+        );
+        assert_eq!(on_release.head(), Ok(release));
+        assert_eq!(repo.source(Some("docs")).head(), Ok(main));
+    }
+
+    #[test]
+    fn head_of_a_branch_that_shares_a_name_with_a_file_is_not_ambiguous() {
+        let repo = Repo::new();
+        repo.write("main", "a file called main");
+        let tip = repo.commit("one");
+        let mut source = GitSource::new(repo.path().to_path_buf(), Some("main".into()), None);
+        assert_eq!(source.head(), Ok(tip));
+    }
+
+    #[test]
+    fn head_in_a_directory_that_is_not_a_repository_is_unavailable_and_names_it() {
+        let dir = TempDir::new().unwrap();
+        let mut source = GitSource::new(dir.path().to_path_buf(), None, None);
+        let msg = unavailable(source.head());
+        assert!(msg.contains(&dir.path().display().to_string()), "{msg}");
+        assert!(msg.contains("not a git repository"), "{msg}");
+    }
+
+    #[test]
+    fn head_in_a_missing_directory_is_unavailable() {
+        let dir = TempDir::new().unwrap();
+        let missing = dir.path().join("nope");
+        let mut source = GitSource::new(missing.clone(), None, None);
+        let msg = unavailable(source.head());
+        assert!(msg.contains(&missing.display().to_string()), "{msg}");
+    }
+
+    #[test]
+    fn head_of_an_unknown_revision_is_unavailable() {
+        let repo = Repo::new();
+        repo.write("a", "a");
+        repo.commit("one");
+        let mut source = GitSource::new(repo.path().to_path_buf(), Some("nope".into()), None);
+        let msg = unavailable(source.head());
+        assert!(msg.contains("nope"), "{msg}");
+    }
+
+    #[test]
+    fn head_of_a_path_no_commit_touches_is_unavailable() {
+        let repo = Repo::new();
+        repo.write("a", "a");
+        repo.commit("one");
+        let msg = unavailable(repo.source(Some("docs")).head());
+        assert!(msg.contains("docs"), "{msg}");
+    }
+
+    #[test]
+    fn head_of_an_empty_repository_is_unavailable() {
+        let repo = Repo::new();
+        unavailable(repo.source(None).head());
+    }
+
+    #[test]
+    fn list_returns_only_files_under_the_watched_path_with_their_blob_ids() {
+        let repo = Repo::new();
+        repo.write("docs/b.md", "b");
+        repo.write("docs/a.md", "a");
+        repo.write("docs/deep/c.md", "c");
+        repo.write("docsx/d.md", "d");
+        repo.write("readme", "r");
+        let tip = repo.commit("one");
+
+        let entries = repo.source(Some("docs")).list(&tip).unwrap();
+        let expected: Vec<Entry> = ["docs/a.md", "docs/b.md", "docs/deep/c.md"]
+            .into_iter()
+            .map(|path| Entry {
+                path: path.to_string(),
+                blob: repo.blob(&format!("HEAD:{path}")),
+            })
+            .collect();
+        assert_eq!(entries, expected);
+    }
+
+    #[test]
+    fn list_is_sorted_by_path() {
+        let repo = Repo::new();
+        // Git orders trees as if directories ended in `/`, which puts
+        // `a.b` before `a/`; the list must be in plain string order.
+        repo.write("a/x", "x");
+        repo.write("a.b", "y");
+        repo.write("a-c", "z");
+        let tip = repo.commit("one");
+        let entries = repo.source(None).list(&tip).unwrap();
+        assert_eq!(paths(&entries), ["a-c", "a.b", "a/x"]);
+    }
+
+    #[test]
+    fn list_keeps_names_with_spaces_and_newlines() {
+        let repo = Repo::new();
+        repo.write("docs/with space\nand newline.md", "odd");
+        repo.write("docs/tab\tand \"quotes\".md", "odder");
+        let tip = repo.commit("one");
+        let entries = repo.source(Some("docs")).list(&tip).unwrap();
+        assert_eq!(
+            paths(&entries),
+            [
+                "docs/tab\tand \"quotes\".md",
+                "docs/with space\nand newline.md"
+            ]
+        );
+        assert_eq!(
+            entries[1].blob,
+            repo.blob("HEAD:docs/with space\nand newline.md")
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn list_keeps_executables_and_skips_symlinks_and_submodules() {
+        use std::os::unix::fs::PermissionsExt;
+        let repo = Repo::new();
+        repo.write("docs/plain.md", "plain");
+        repo.write("docs/run.sh", "#!/bin/sh\n");
+        let run = repo.path().join("docs/run.sh");
+        fs::set_permissions(&run, fs::Permissions::from_mode(0o755)).unwrap();
+        std::os::unix::fs::symlink("plain.md", repo.path().join("docs/link.md")).unwrap();
+        repo.commit("files");
+        let gitlink = repo.git(&["rev-parse", "HEAD"]);
+        repo.git(&[
+            "update-index",
+            "--add",
+            "--cacheinfo",
+            &format!("160000,{gitlink},docs/module"),
+        ]);
+        repo.git(&["commit", "-q", "-m", "submodule"]);
+        let tip = repo.git(&["rev-parse", "HEAD"]);
+        assert!(
+            repo.git(&["ls-tree", "-r", "HEAD"])
+                .contains("160000 commit")
+        );
+
+        let entries = repo.source(Some("docs")).list(&tip).unwrap();
+        assert_eq!(paths(&entries), ["docs/plain.md", "docs/run.sh"]);
+        assert_eq!(entries[1].blob, repo.blob("HEAD:docs/run.sh"));
+    }
+
+    #[test]
+    fn list_of_an_unknown_commit_is_unavailable() {
+        let repo = Repo::new();
+        repo.write("a", "a");
+        repo.commit("one");
+        let msg = unavailable(repo.source(None).list(&"0".repeat(40)));
+        assert!(msg.contains("ls-tree"), "{msg}");
+    }
+
+    #[test]
+    fn list_of_a_path_absent_at_the_commit_is_empty() {
+        let repo = Repo::new();
+        repo.write("a", "a");
+        let tip = repo.commit("one");
+        assert_eq!(repo.source(Some("docs")).list(&tip), Ok(vec![]));
+    }
+
+    #[test]
+    fn paths_starting_with_a_dash_are_not_taken_for_options() {
+        let repo = Repo::new();
+        repo.write("-n/a", "a");
+        repo.write("--output=x/b", "b");
+        let first = repo.commit("one");
+        repo.write("-n/a", "a2");
+        let second = repo.commit("two");
+
+        let mut source = repo.source(Some("-n"));
+        assert_eq!(source.head(), Ok(second.clone()));
+        assert_eq!(paths(&source.list(&second).unwrap()), ["-n/a"]);
+        assert_eq!(
+            source.changes(&first, &second),
+            Ok(vec![Change::Upsert {
+                path: "-n/a".into(),
+                blob: repo.blob("HEAD:-n/a"),
+            }])
+        );
+
+        let mut source = repo.source(Some("--output=x"));
+        assert_eq!(paths(&source.list(&second).unwrap()), ["--output=x/b"]);
+        assert_eq!(source.head(), Ok(first));
+    }
+
+    #[test]
+    fn revisions_starting_with_a_dash_are_not_taken_for_options() {
+        let repo = Repo::new();
+        repo.write("a", "a");
+        repo.commit("one");
+        let mut source = GitSource::new(repo.path().to_path_buf(), Some("--all".into()), None);
+        unavailable(source.head());
+        unavailable(source.list("--name-only"));
+        unavailable(source.changes("--stat", "HEAD"));
+    }
+
+    #[test]
+    fn paths_are_names_not_patterns() {
+        let repo = Repo::new();
+        repo.write("d*/a", "a");
+        repo.write("dx/b", "b");
+        let tip = repo.commit("one");
+        let mut source = repo.source(Some("d*"));
+        assert_eq!(paths(&source.list(&tip).unwrap()), ["d*/a"]);
+    }
+
+    #[test]
+    fn changes_give_upserts_and_deletes_only_under_the_watched_path() {
+        let repo = Repo::new();
+        repo.write("docs/keep.md", "keep");
+        repo.write("docs/edit.md", "before");
+        repo.write("docs/gone.md", "gone");
+        repo.write("other/edit.md", "before");
+        let from = repo.commit("one");
+        repo.write("docs/edit.md", "after");
+        repo.write("docs/new/added.md", "added");
+        repo.remove("docs/gone.md");
+        repo.write("other/edit.md", "after");
+        repo.write("docsx/added.md", "added");
+        let to = repo.commit("two");
+
+        let changes = repo.source(Some("docs")).changes(&from, &to).unwrap();
+        assert_eq!(
+            changes,
+            vec![
+                Change::Upsert {
+                    path: "docs/edit.md".into(),
+                    blob: repo.blob("HEAD:docs/edit.md"),
+                },
+                Change::Delete {
+                    path: "docs/gone.md".into(),
+                },
+                Change::Upsert {
+                    path: "docs/new/added.md".into(),
+                    blob: repo.blob("HEAD:docs/new/added.md"),
+                },
+            ]
+        );
+        assert_eq!(repo.source(None).changes(&from, &to).unwrap().len(), 5);
+    }
+
+    #[test]
+    fn changes_between_equal_commits_are_empty() {
+        let repo = Repo::new();
+        repo.write("a", "a");
+        let tip = repo.commit("one");
+        assert_eq!(repo.source(None).changes(&tip, &tip), Ok(vec![]));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn changes_treat_a_file_that_is_no_longer_regular_as_deleted() {
+        use std::os::unix::fs::PermissionsExt;
+        let repo = Repo::new();
+        repo.write("docs/to-link.md", "soon a link");
+        repo.write("docs/to-exec.sh", "soon executable");
+        let from = repo.commit("one");
+        repo.remove("docs/to-link.md");
+        std::os::unix::fs::symlink("elsewhere", repo.path().join("docs/to-link.md")).unwrap();
+        std::os::unix::fs::symlink("elsewhere", repo.path().join("docs/new-link.md")).unwrap();
+        let exec = repo.path().join("docs/to-exec.sh");
+        fs::set_permissions(&exec, fs::Permissions::from_mode(0o755)).unwrap();
+        let to = repo.commit("two");
+
+        let changes = repo.source(Some("docs")).changes(&from, &to).unwrap();
+        assert_eq!(
+            changes,
+            vec![
+                Change::Delete {
+                    path: "docs/new-link.md".into(),
+                },
+                Change::Upsert {
+                    path: "docs/to-exec.sh".into(),
+                    blob: repo.blob("HEAD:docs/to-exec.sh"),
+                },
+                Change::Delete {
+                    path: "docs/to-link.md".into(),
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn changes_from_an_unknown_commit_are_unavailable() {
+        let repo = Repo::new();
+        repo.write("a", "a");
+        let tip = repo.commit("one");
+        let msg = unavailable(repo.source(None).changes(&"1".repeat(40), &tip));
+        assert!(msg.contains("diff-tree"), "{msg}");
+        assert!(msg.contains(&repo.path().display().to_string()), "{msg}");
+    }
+
+    #[test]
+    fn read_returns_the_exact_bytes_of_several_blobs_through_one_child() {
+        let repo = Repo::new();
+        let binary: Vec<u8> = (0..=255u8).cycle().take(70_000).collect();
+        repo.write("text", "hello\nworld\n");
+        repo.write("binary", &binary);
+        repo.write("empty", "");
+        repo.write("no-newline", "x");
+        repo.commit("one");
+
+        let mut source = repo.source(None);
+        assert_eq!(
+            source.read(&repo.blob("HEAD:text"), 1 << 20),
+            Ok(b"hello\nworld\n".to_vec())
+        );
+        let pid = source.cat_file.as_ref().unwrap().child.id();
+        assert_eq!(source.read(&repo.blob("HEAD:binary"), 1 << 20), Ok(binary));
+        assert_eq!(source.read(&repo.blob("HEAD:empty"), 0), Ok(vec![]));
+        assert_eq!(
+            source.read(&repo.blob("HEAD:no-newline"), 1),
+            Ok(b"x".to_vec())
+        );
+        assert_eq!(source.cat_file.as_ref().unwrap().child.id(), pid);
+        assert_eq!(source.requests(), 4);
+    }
+
+    #[test]
+    fn read_over_the_limit_is_too_large_and_the_next_read_still_works() {
+        let repo = Repo::new();
+        // Several chunks' worth, so the skipping really loops.
+        let big = vec![b'z'; 200_000];
+        repo.write("big", &big);
+        repo.write("small", "small");
+        repo.commit("one");
+
+        let mut source = repo.source(None);
+        assert_eq!(
+            source.read(&repo.blob("HEAD:big"), 199_999),
+            Err(SourceError::TooLarge {
+                size: 200_000,
+                limit: 199_999,
+            })
+        );
+        let pid = source.cat_file.as_ref().unwrap().child.id();
+        assert_eq!(
+            source.read(&repo.blob("HEAD:small"), 5),
+            Ok(b"small".to_vec())
+        );
+        assert_eq!(source.read(&repo.blob("HEAD:big"), 200_000), Ok(big));
+        assert_eq!(source.cat_file.as_ref().unwrap().child.id(), pid);
+    }
+
+    #[test]
+    fn read_of_a_missing_object_is_unavailable_and_the_next_read_still_works() {
+        let repo = Repo::new();
+        repo.write("a", "a");
+        repo.commit("one");
+        let mut source = repo.source(None);
+        let msg = unavailable(source.read(&"2".repeat(40), 100));
+        assert!(msg.contains("missing"), "{msg}");
+        assert_eq!(source.read(&repo.blob("HEAD:a"), 100), Ok(b"a".to_vec()));
+    }
+
+    #[test]
+    fn read_of_something_other_than_a_blob_is_unavailable_and_the_next_read_still_works() {
+        let repo = Repo::new();
+        repo.write("a", "a");
+        let tip = repo.commit("one");
+        let mut source = repo.source(None);
+        let msg = unavailable(source.read(&tip, 1 << 20));
+        assert!(msg.contains("commit"), "{msg}");
+        assert_eq!(source.read(&repo.blob("HEAD:a"), 100), Ok(b"a".to_vec()));
+    }
+
+    #[test]
+    fn read_refuses_names_that_are_not_object_ids() {
+        let repo = Repo::new();
+        repo.write("a", "a");
+        repo.commit("one");
+        let mut source = repo.source(None);
+        for name in ["HEAD:a", "HEAD", "", &format!("{}\nHEAD", "a".repeat(40))] {
+            unavailable(source.read(name, 100));
+        }
+        assert!(source.cat_file.is_none());
+        assert_eq!(source.requests(), 0);
+    }
+
+    #[test]
+    fn read_after_the_child_died_is_unavailable_and_the_next_read_starts_a_new_one() {
+        let repo = Repo::new();
+        repo.write("a", "a");
+        repo.commit("one");
+        let blob = repo.blob("HEAD:a");
+        let mut source = repo.source(None);
+        assert_eq!(source.read(&blob, 100), Ok(b"a".to_vec()));
+        let child = &mut source.cat_file.as_mut().unwrap().child;
+        let old_pid = child.id();
+        child.kill().unwrap();
+        child.wait().unwrap();
+
+        unavailable(source.read(&blob, 100));
+        assert!(source.cat_file.is_none());
+        assert_eq!(source.read(&blob, 100), Ok(b"a".to_vec()));
+        assert_ne!(source.cat_file.as_ref().unwrap().child.id(), old_pid);
+        assert_eq!(source.requests(), 3);
+    }
+
+    #[test]
+    fn read_in_a_directory_that_is_not_a_repository_is_unavailable() {
+        let dir = TempDir::new().unwrap();
+        let mut source = GitSource::new(dir.path().to_path_buf(), None, None);
+        unavailable(source.read(&"3".repeat(40), 100));
+        assert_eq!(source.requests(), 1);
+    }
+
+    #[test]
+    fn requests_count_every_git_command_and_every_object_read() {
+        let repo = Repo::new();
+        repo.write("docs/a", "a");
+        let first = repo.commit("one");
+        repo.write("docs/b", "b");
+        let second = repo.commit("two");
+
+        let mut source = repo.source(Some("docs"));
+        assert_eq!(source.requests(), 0);
+        source.head().unwrap();
+        assert_eq!(source.requests(), 1);
+        let entries = source.list(&second).unwrap();
+        assert_eq!(source.requests(), 2);
+        source.changes(&first, &second).unwrap();
+        assert_eq!(source.requests(), 3);
+        for entry in &entries {
+            source.read(&entry.blob, 100).unwrap();
+        }
+        assert_eq!(source.requests(), 5);
+        source.read(&entries[0].blob, 0).unwrap_err();
+        assert_eq!(source.requests(), 6);
+        source.changes(&"4".repeat(40), &second).unwrap_err();
+        assert_eq!(source.requests(), 7);
+    }
+
+    #[test]
+    fn dropping_the_source_ends_its_child() {
+        let repo = Repo::new();
+        repo.write("a", "a");
+        repo.commit("one");
+        let mut source = repo.source(None);
+        source.read(&repo.blob("HEAD:a"), 100).unwrap();
+        let pid = source.cat_file.as_ref().unwrap().child.id();
+        drop(source);
+        // Reaped, not merely signalled: no zombie is left behind.
+        if cfg!(target_os = "linux") {
+            assert!(!Path::new(&format!("/proc/{pid}")).exists());
+        }
+    }
+}

@@ -1,0 +1,60 @@
+//! Where the watched files come from: one trait, so the tick is the same for every source.
+
+pub mod git;
+
+use std::fmt;
+
+/// One file of the watched tree: its path from the repository root and its content id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub path: String,
+    pub blob: String,
+}
+
+/// One changed path between two commits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// Added or modified: the path now has this content id.
+    Upsert { path: String, blob: String },
+    /// Removed (or no longer a regular file).
+    Delete { path: String },
+}
+
+/// Why a source request failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SourceError {
+    /// The request failed or its answer could not be understood.
+    Unavailable(String),
+    /// The object is larger than the limit; it was not read into memory.
+    TooLarge { size: u64, limit: u64 },
+}
+
+impl fmt::Display for SourceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SourceError::Unavailable(msg) => write!(f, "{msg}"),
+            SourceError::TooLarge { size, limit } => {
+                write!(f, "{size} bytes is over the limit of {limit} bytes")
+            }
+        }
+    }
+}
+
+impl std::error::Error for SourceError {}
+
+/// A read-only view of the watched path on the watched branch.
+///
+/// Every method that talks to the outside world counts one request, so the
+/// tick can report (and tests can pin) exactly how many it made.
+pub trait Source {
+    /// The latest commit id that touches the watched path on the branch.
+    fn head(&mut self) -> Result<String, SourceError>;
+    /// Every regular file under the watched path at commit `at`.
+    fn list(&mut self, at: &str) -> Result<Vec<Entry>, SourceError>;
+    /// The paths under the watched path that differ between two commits.
+    fn changes(&mut self, from: &str, to: &str) -> Result<Vec<Change>, SourceError>;
+    /// The bytes of one content id, refused when larger than `limit` bytes.
+    fn read(&mut self, blob: &str, limit: u64) -> Result<Vec<u8>, SourceError>;
+    /// How many requests this source has made so far.
+    fn requests(&self) -> u64;
+}

@@ -1,0 +1,182 @@
+//! The append-only no-op journal `<state>.noops`.
+//!
+//! A no-op tick must not touch the state file, yet it has to be counted. Each
+//! one appends a line here; the next waking tick folds the lines into the
+//! state and removes the journal. The first line names an epoch so that a
+//! crash between saving the state and removing the journal never counts a
+//! no-op twice (see `JournalMark`).
+
+use std::fs::{self, OpenOptions};
+use std::io::{ErrorKind, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Result, anyhow};
+use chrono::{DateTime, SecondsFormat, Utc};
+
+use super::schema::JournalMark;
+use super::store::sidecar;
+
+const MAGIC: &str = "sentinel-noops epoch=";
+
+pub fn path_for(state: &Path) -> PathBuf {
+    sidecar(state, ".noops")
+}
+
+/// What the journal holds right now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Contents {
+    /// `None` when the file is missing.
+    pub epoch: Option<u64>,
+    /// Complete no-op lines after the epoch line.
+    pub lines: u64,
+}
+
+impl Contents {
+    /// Lines the state has not folded yet.
+    pub fn unfolded(&self, mark: JournalMark) -> u64 {
+        match self.epoch {
+            Some(e) if e == mark.epoch => self.lines.saturating_sub(mark.folded),
+            Some(_) => self.lines,
+            None => 0,
+        }
+    }
+}
+
+pub fn read(state: &Path) -> Result<Contents> {
+    let path = path_for(state);
+    let bytes = match fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Contents::default()),
+        Err(e) => {
+            return Err(anyhow!(
+                "cannot read the no-op journal `{}`: {e}; check its permissions",
+                path.display()
+            ));
+        }
+    };
+    let mut lines = bytes.split_inclusive(|b| *b == b'\n');
+    let first = lines.next().unwrap_or_default();
+    // A journal whose epoch line is damaged still counts its lines: losing
+    // statistics is worse than a possible recount after a damaged file.
+    let epoch = std::str::from_utf8(first)
+        .ok()
+        .and_then(|l| l.trim_end().strip_prefix(MAGIC))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(u64::MAX);
+    // A line torn by a crash has no newline and is not counted.
+    let count = lines.filter(|l| l.ends_with(b"\n")).count() as u64;
+    Ok(Contents {
+        epoch: Some(epoch),
+        lines: count,
+    })
+}
+
+/// Count one no-op. Creates the journal with the epoch after the state's mark.
+pub fn append(state: &Path, mark: JournalMark, now: DateTime<Utc>, head: &str) -> Result<()> {
+    let path = path_for(state);
+    let mut file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .map_err(|e| {
+            anyhow!(
+                "cannot append to the no-op journal `{}`: {e}; check that the directory is writable",
+                path.display()
+            )
+        })?;
+    let mut line = String::new();
+    if file.metadata().map(|m| m.len()).unwrap_or(0) == 0 {
+        line.push_str(&format!("{MAGIC}{}\n", mark.epoch.wrapping_add(1)));
+    }
+    line.push_str(&now.to_rfc3339_opts(SecondsFormat::Secs, true));
+    line.push(' ');
+    line.push_str(head);
+    line.push('\n');
+    // One write per line: with O_APPEND a short line lands whole or not at all.
+    file.write_all(line.as_bytes()).map_err(|e| {
+        anyhow!(
+            "cannot append to the no-op journal `{}`: {e}",
+            path.display()
+        )
+    })
+}
+
+/// The mark to save after folding `contents` into the state.
+pub fn fold(mark: JournalMark, contents: Contents) -> JournalMark {
+    match contents.epoch {
+        Some(epoch) => JournalMark {
+            epoch,
+            folded: contents.lines,
+        },
+        None => mark,
+    }
+}
+
+/// Remove the journal once the state that folded it is safely saved.
+pub fn clear(state: &Path) -> Result<()> {
+    let path = path_for(state);
+    match fs::remove_file(&path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(anyhow!(
+            "cannot remove the folded no-op journal `{}`: {e}; it is safe to delete by hand",
+            path.display()
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn now() -> DateTime<Utc> {
+        "2026-06-16T00:00:00Z".parse().unwrap()
+    }
+
+    #[test]
+    fn a_crash_between_save_and_clear_never_counts_a_noop_twice() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state.json");
+        let mark = JournalMark::default();
+        for _ in 0..3 {
+            append(&state, mark, now(), "abc").unwrap();
+        }
+        let contents = read(&state).unwrap();
+        assert_eq!(contents.unfolded(mark), 3);
+        let saved = fold(mark, contents);
+        // The state is saved with `saved`; the process dies before `clear`.
+        assert_eq!(read(&state).unwrap().unfolded(saved), 0);
+        append(&state, saved, now(), "abc").unwrap();
+        let later = read(&state).unwrap();
+        assert_eq!(later.unfolded(saved), 1);
+        let saved2 = fold(saved, later);
+        clear(&state).unwrap();
+        append(&state, saved2, now(), "abc").unwrap();
+        assert_eq!(read(&state).unwrap().unfolded(saved2), 1);
+    }
+
+    #[test]
+    fn a_torn_last_line_is_not_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state.json");
+        append(&state, JournalMark::default(), now(), "abc").unwrap();
+        let path = path_for(&state);
+        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(b"2026-06-16T00:02").unwrap();
+        assert_eq!(read(&state).unwrap().lines, 1);
+    }
+
+    #[test]
+    fn a_missing_journal_has_nothing_unfolded() {
+        let dir = tempfile::tempdir().unwrap();
+        let contents = read(&dir.path().join("state.json")).unwrap();
+        assert_eq!(contents, Contents::default());
+        assert_eq!(
+            contents.unfolded(JournalMark {
+                epoch: 4,
+                folded: 9
+            }),
+            0
+        );
+    }
+}

@@ -1,0 +1,236 @@
+//! The versioned shape of the state document, and the outcomes it remembers.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// The schema this build reads and writes. A newer one is refused, never downgraded.
+pub const SCHEMA: u32 = 1;
+
+/// What a file's evaluation ended in. `reused` and `pending` describe a tick's
+/// handling of a file; the others are decisions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// A remembered decision was reused because nothing relevant changed.
+    Reused,
+    /// Left in the backlog by the batch limit; evaluated by a later tick.
+    Pending,
+    /// Local policy decided SKIP without a model.
+    LocalSkip,
+    /// Needs judgement and the advisor is off: handed over once per fingerprint.
+    NeedsReview,
+    /// The advisor answered SKIP.
+    LlmSkip,
+    /// The advisor proposed a change.
+    Evolve,
+    /// The daily budget refused the call.
+    Deferred,
+    /// The provider's circuit was open; no call was made.
+    Held,
+    /// The call failed after the retries its error class allows.
+    Failed,
+    /// The advisor answered with something that is not the expected JSON.
+    BadResponse,
+    /// The file is over the size limit for a model call.
+    TooLarge,
+}
+
+impl Outcome {
+    /// Only a SKIP (and, with the advisor off, the hand-over itself) is
+    /// deterministic given identical inputs, so only those may be replayed.
+    /// Everything else means "not decided" or "decided to act", and caching it
+    /// would turn a temporary refusal into a permanent one.
+    pub fn is_reusable(self) -> bool {
+        matches!(
+            self,
+            Outcome::LocalSkip | Outcome::NeedsReview | Outcome::LlmSkip
+        )
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Reused => "reused",
+            Outcome::Pending => "pending",
+            Outcome::LocalSkip => "local_skip",
+            Outcome::NeedsReview => "needs_review",
+            Outcome::LlmSkip => "llm_skip",
+            Outcome::Evolve => "evolve",
+            Outcome::Deferred => "deferred",
+            Outcome::Held => "held",
+            Outcome::Failed => "failed",
+            Outcome::BadResponse => "bad_response",
+            Outcome::TooLarge => "too_large",
+        }
+    }
+
+    pub const ALL: [Outcome; 11] = [
+        Outcome::Reused,
+        Outcome::Pending,
+        Outcome::LocalSkip,
+        Outcome::NeedsReview,
+        Outcome::LlmSkip,
+        Outcome::Evolve,
+        Outcome::Deferred,
+        Outcome::Held,
+        Outcome::Failed,
+        Outcome::BadResponse,
+        Outcome::TooLarge,
+    ];
+}
+
+/// The last decision taken for a file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Decision {
+    pub outcome: Outcome,
+    pub reason: String,
+    pub ts: DateTime<Utc>,
+}
+
+/// Facts learned by reading one version of a file, kept so that an unchanged
+/// file is never read again to learn them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContentFacts {
+    /// The content id these facts belong to.
+    pub blob: String,
+    /// First 16 hex digits of the sha256 of the bytes.
+    pub hash: String,
+    /// Size in bytes (used for the token estimate).
+    pub chars: u64,
+    /// Relative import specifiers found in the content.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub imports: Vec<String>,
+}
+
+/// Everything remembered about one file of the watched tree.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct FileRecord {
+    /// Content id of the file at the remembered head.
+    pub blob: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<ContentFacts>,
+    /// The fingerprint the decision was taken for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<Decision>,
+    /// Local dependencies (resolved paths) at the last evaluation.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deps: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_ts: Option<DateTime<Utc>>,
+    /// Last time the file was listed, evaluated or reused; the oldest is evicted first.
+    pub last_ts: DateTime<Utc>,
+    #[serde(default)]
+    pub evaluations: u64,
+    /// Reuses since the current fingerprint was established.
+    #[serde(default)]
+    pub reuses: u64,
+    /// Estimated tokens saved since the current fingerprint was established.
+    #[serde(default)]
+    pub tokens_saved: u64,
+}
+
+/// The wake gate's memory and counters.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct WakeState {
+    #[serde(default)]
+    pub last_head: Option<String>,
+    #[serde(default)]
+    pub last_evidence: Option<String>,
+    #[serde(default)]
+    pub ticks: u64,
+    #[serde(default)]
+    pub wakes: u64,
+    #[serde(default)]
+    pub noops: u64,
+    #[serde(default)]
+    pub by_reason: BTreeMap<String, u64>,
+    #[serde(default)]
+    pub last_wake_reason: Option<String>,
+    #[serde(default)]
+    pub last_wake_ts: Option<DateTime<Utc>>,
+}
+
+/// How much of the no-op journal has been folded into this state.
+///
+/// The journal carries an epoch in its first line. A waking tick saves
+/// `(epoch, lines folded)` and only then starts a journal with the next epoch,
+/// so a crash between the two steps can never count a no-op twice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct JournalMark {
+    pub epoch: u64,
+    pub folded: u64,
+}
+
+/// Lifetime totals of the novelty gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct NoveltyTotals {
+    pub fresh_evaluations: u64,
+    pub reuses: u64,
+    pub estimated_tokens_saved: u64,
+    pub file_reads: u64,
+}
+
+/// The small part of the state that a no-op tick needs. It is written as the
+/// first line of the document so that a no-op reads one line, not the file.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Header {
+    pub schema: u32,
+    #[serde(default)]
+    pub wake: WakeState,
+    #[serde(default)]
+    pub journal: JournalMark,
+    #[serde(default)]
+    pub novelty: NoveltyTotals,
+    #[serde(default)]
+    pub outcomes: BTreeMap<String, u64>,
+    #[serde(default)]
+    pub backlog_len: u64,
+}
+
+/// The whole state document.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct State {
+    pub schema: u32,
+    #[serde(default)]
+    pub wake: WakeState,
+    #[serde(default)]
+    pub journal: JournalMark,
+    #[serde(default)]
+    pub novelty: NoveltyTotals,
+    #[serde(default)]
+    pub outcomes: BTreeMap<String, u64>,
+    /// Paths whose evaluation the batch limit put off, in the order they will be taken.
+    #[serde(default)]
+    pub backlog: Vec<String>,
+    /// The watched tree as of `wake.last_head`, with what is remembered per file.
+    #[serde(default)]
+    pub files: BTreeMap<String, FileRecord>,
+}
+
+impl State {
+    pub fn new() -> State {
+        State {
+            schema: SCHEMA,
+            ..State::default()
+        }
+    }
+
+    pub fn header(&self) -> Header {
+        Header {
+            schema: self.schema,
+            wake: self.wake.clone(),
+            journal: self.journal,
+            novelty: self.novelty,
+            outcomes: self.outcomes.clone(),
+            backlog_len: self.backlog.len() as u64,
+        }
+    }
+
+    /// Files with a remembered decision.
+    pub fn tracked_files(&self) -> usize {
+        self.files.values().filter(|r| r.decision.is_some()).count()
+    }
+}

@@ -1,0 +1,237 @@
+//! Loading, locking and atomically saving the state document.
+//!
+//! The document is ordinary JSON with a fixed layout: the first line holds the
+//! header (the wake gate's memory and the counters) and its own length check,
+//! the rest holds the backlog and one line per file. A no-op tick reads only
+//! the first line; anything that does not match the layout exactly (an
+//! edited, reformatted or truncated file) falls back to a full parse, which
+//! either succeeds or names the position of the problem.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, anyhow, bail};
+use serde::Deserialize;
+
+use super::schema::{Header, SCHEMA, State};
+
+/// A longer first line is not a header written by sentinel.
+const MAX_HEADER_BYTES: u64 = 1 << 20;
+
+/// `<state>` + `suffix`, next to the state file.
+pub fn sidecar(state: &Path, suffix: &str) -> PathBuf {
+    let mut name = state
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_else(|| "state.json".into());
+    name.push(suffix);
+    state.with_file_name(name)
+}
+
+/// An exclusive lock on `<state>.lock`, held until dropped.
+#[derive(Debug)]
+pub struct StateLock {
+    _file: File,
+}
+
+/// Outcome of trying to take the lock.
+#[derive(Debug)]
+pub enum LockAttempt {
+    Acquired(StateLock),
+    /// Another process holds it.
+    Busy(PathBuf),
+}
+
+/// Take the lock without waiting. Creates the state's directory if needed.
+pub fn try_lock(state: &Path) -> Result<LockAttempt> {
+    if let Some(dir) = state.parent().filter(|d| !d.as_os_str().is_empty()) {
+        fs::create_dir_all(dir).with_context(|| {
+            format!(
+                "cannot create the state directory `{}`; create it or choose another --state",
+                dir.display()
+            )
+        })?;
+    }
+    let path = sidecar(state, ".lock");
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| {
+            format!(
+                "cannot open the lock file `{}`; check the permissions of its directory",
+                path.display()
+            )
+        })?;
+    match file.try_lock() {
+        Ok(()) => Ok(LockAttempt::Acquired(StateLock { _file: file })),
+        Err(fs::TryLockError::WouldBlock) => Ok(LockAttempt::Busy(path)),
+        Err(fs::TryLockError::Error(e)) => {
+            Err(anyhow!(e).context(format!("cannot lock `{}`", path.display())))
+        }
+    }
+}
+
+/// What the first line of a document written by sentinel carries.
+#[derive(Deserialize)]
+struct HeaderLine {
+    #[serde(flatten)]
+    header: Header,
+    body_bytes: u64,
+}
+
+/// The header only, read from the first line; `None` when the file is missing.
+/// Falls back to a full load when the fast layout does not match.
+pub fn load_header(path: &Path) -> Result<Option<Header>> {
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(open_error(path, e)),
+    };
+    let total = file.metadata().map_err(|e| open_error(path, e))?.len();
+    let mut line = Vec::new();
+    let mut reader = BufReader::new(file).take(MAX_HEADER_BYTES);
+    reader
+        .read_until(b'\n', &mut line)
+        .map_err(|e| open_error(path, e))?;
+    if let Some(header) = parse_header_line(&line, total) {
+        check_schema(path, header.schema)?;
+        return Ok(Some(header));
+    }
+    Ok(load(path)?.map(|s| s.header()))
+}
+
+fn parse_header_line(line: &[u8], total: u64) -> Option<Header> {
+    let body = line.strip_suffix(b",\n")?;
+    let mut object = Vec::with_capacity(body.len() + 1);
+    object.extend_from_slice(body);
+    object.push(b'}');
+    let parsed: HeaderLine = serde_json::from_slice(&object).ok()?;
+    (line.len() as u64 + parsed.body_bytes == total).then_some(parsed.header)
+}
+
+/// The whole state; `None` when the file is missing (first run).
+pub fn load(path: &Path) -> Result<Option<State>> {
+    let bytes = match fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(open_error(path, e)),
+    };
+    match serde_json::from_slice::<State>(&bytes) {
+        Ok(state) => {
+            check_schema(path, state.schema)?;
+            Ok(Some(state))
+        }
+        Err(err) => {
+            // A newer schema may well not parse as this one: say so rather
+            // than report a type error in a field this build never knew.
+            #[derive(Deserialize)]
+            struct SchemaOnly {
+                schema: u32,
+            }
+            if let Ok(s) = serde_json::from_slice::<SchemaOnly>(&bytes) {
+                check_schema(path, s.schema)?;
+            }
+            let what = if bytes.iter().all(u8::is_ascii_whitespace) {
+                "is empty".to_string()
+            } else if err.is_eof() {
+                format!(
+                    "is truncated (line {}, column {})",
+                    err.line(),
+                    err.column()
+                )
+            } else {
+                format!("is not a valid state document: {err}")
+            };
+            bail!(
+                "state file `{}` {what}; the file was left untouched: restore it from a backup, or move it away to start over with a first run",
+                path.display()
+            )
+        }
+    }
+}
+
+fn check_schema(path: &Path, schema: u32) -> Result<()> {
+    if schema > SCHEMA {
+        bail!(
+            "state file `{}` has schema {schema}, newer than the {SCHEMA} this sentinel understands; upgrade sentinel (the file was left untouched)",
+            path.display()
+        );
+    }
+    if schema == 0 {
+        bail!(
+            "state file `{}` has no valid `schema` field; the file was left untouched: restore it from a backup, or move it away to start over",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+fn open_error(path: &Path, e: std::io::Error) -> anyhow::Error {
+    let hint = if path.is_dir() {
+        "it is a directory; point --state at a file path".to_string()
+    } else {
+        format!("{e}; check that the file is readable")
+    };
+    anyhow!("cannot read state file `{}`: {hint}", path.display())
+}
+
+/// Serialise in the fixed layout: header line, then backlog, then one line per file.
+pub fn encode(state: &State) -> Result<Vec<u8>> {
+    let mut body = Vec::with_capacity(64 + state.files.len() * 256);
+    body.extend_from_slice(b"\"backlog\":");
+    serde_json::to_writer(&mut body, &state.backlog)?;
+    body.extend_from_slice(b",\n\"files\":{");
+    for (i, (path, record)) in state.files.iter().enumerate() {
+        body.extend_from_slice(if i == 0 { b"\n" } else { b",\n" });
+        serde_json::to_writer(&mut body, path)?;
+        body.push(b':');
+        serde_json::to_writer(&mut body, record)?;
+    }
+    body.extend_from_slice(b"\n}}\n");
+
+    let header = serde_json::to_vec(&state.header())?;
+    let mut out = Vec::with_capacity(header.len() + body.len() + 32);
+    out.extend_from_slice(&header[..header.len() - 1]);
+    // The body length lets a no-op notice a truncated file without reading it.
+    writeln!(out, ",\"body_bytes\":{},", body.len())?;
+    out.extend_from_slice(&body);
+    Ok(out)
+}
+
+/// Replace the state file atomically: temp file in the same directory, fsync,
+/// rename over the old one, fsync the directory. A crash at any instant leaves
+/// either the old or the new document.
+pub fn save(path: &Path, state: &State) -> Result<u64> {
+    let bytes = encode(state)?;
+    write_atomically(path, &bytes)?;
+    Ok(bytes.len() as u64)
+}
+
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let tmp = sidecar(path, &format!(".tmp-{}", std::process::id()));
+    let result = (|| -> std::io::Result<()> {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        fs::rename(&tmp, path)?;
+        File::open(&dir)?.sync_all()
+    })();
+    result.map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        anyhow!(
+            "cannot save state file `{}`: {e}; the previous state was kept, check that the directory is writable",
+            path.display()
+        )
+    })
+}

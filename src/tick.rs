@@ -1,0 +1,695 @@
+//! One tick, cheapest layer first: the only place that orders effects.
+//!
+//! lock -> load header -> one head lookup -> verdict -> (none: count it in
+//! the journal and stop) -> load the rest -> the work the reason needs ->
+//! atomic save -> report.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
+
+use anyhow::Result;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::exit;
+use crate::gate::deps;
+use crate::gate::novelty::{self, Novelty, Parts};
+use crate::gate::policy::{self, EvidenceInputs, hex};
+use crate::gate::wake::{self, Detail, Reason, Verdict, WakeInput};
+use crate::source::{Change, Entry, Source, SourceError};
+use crate::state::store::{self, LockAttempt};
+use crate::state::{ContentFacts, Decision, FileRecord, Header, Outcome, State, journal};
+
+/// The lifecycle status every file has until lifecycles are built.
+pub const STATUS: &str = "under_observation";
+
+/// Validated settings of one tick.
+#[derive(Debug, Clone)]
+pub struct TickConfig {
+    pub state: PathBuf,
+    /// The revision listed when the head is unknown (the branch, or `HEAD`).
+    pub rev: String,
+    /// Fresh evaluations per tick; 0 = unlimited.
+    pub batch: usize,
+    pub dry_run: bool,
+    /// Most files remembered; the oldest `last_ts` is evicted past it.
+    pub max_files: usize,
+    /// Files larger than this are fingerprinted by content id, not read.
+    pub max_file_bytes: u64,
+    pub now: DateTime<Utc>,
+}
+
+/// What happened to one file in this tick.
+#[derive(Debug, Clone, Serialize)]
+pub struct FileReport {
+    pub path: String,
+    pub outcome: Outcome,
+    pub reason: String,
+    pub novelty: Option<Novelty>,
+    pub fingerprint: Option<String>,
+}
+
+/// The verdict as reported: the wake gate's, or a refusal before it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReportedVerdict {
+    pub wake: bool,
+    pub reason: String,
+    pub detail: Option<serde_json::Value>,
+}
+
+/// Everything a tick did, for the one-line summary and `--json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct TickReport {
+    pub exit_code: u8,
+    pub verdict: ReportedVerdict,
+    pub head: Option<String>,
+    pub files: Vec<FileReport>,
+    pub counts: BTreeMap<&'static str, u64>,
+    pub pending: u64,
+    pub requests: u64,
+    pub file_reads: u64,
+    pub fresh_evaluations: u64,
+    pub state_written: bool,
+    pub dry_run: bool,
+    pub notes: Vec<String>,
+}
+
+impl TickReport {
+    fn new(exit_code: u8, verdict: ReportedVerdict, dry_run: bool) -> TickReport {
+        TickReport {
+            exit_code,
+            verdict,
+            head: None,
+            files: Vec::new(),
+            counts: BTreeMap::new(),
+            pending: 0,
+            requests: 0,
+            file_reads: 0,
+            fresh_evaluations: 0,
+            state_written: false,
+            dry_run,
+            notes: Vec::new(),
+        }
+    }
+}
+
+fn reported(v: &Verdict) -> ReportedVerdict {
+    ReportedVerdict {
+        wake: v.wake,
+        reason: v.reason.as_str().to_string(),
+        detail: v.detail.as_ref().and_then(|d| serde_json::to_value(d).ok()),
+    }
+}
+
+/// The evidence version of this build's rules and policy, with the advisor off.
+pub fn current_evidence() -> String {
+    policy::evidence_version(&EvidenceInputs::default())
+}
+
+/// Run one tick against `source`.
+pub fn run(cfg: &TickConfig, source: &mut dyn Source) -> Result<TickReport> {
+    // A dry run writes nothing, so it needs no lock: saves are atomic renames
+    // and a read always sees a whole document.
+    let _lock = if cfg.dry_run {
+        None
+    } else {
+        match store::try_lock(&cfg.state)? {
+            LockAttempt::Acquired(lock) => Some(lock),
+            LockAttempt::Busy(path) => {
+                let mut report = TickReport::new(
+                    exit::BUSY,
+                    ReportedVerdict {
+                        wake: false,
+                        reason: "busy".into(),
+                        detail: Some(serde_json::json!({ "lock": path })),
+                    },
+                    false,
+                );
+                report
+                    .notes
+                    .push(format!("another tick holds `{}`", path.display()));
+                return Ok(report);
+            }
+        }
+    };
+
+    let header = store::load_header(&cfg.state)?;
+    let known_state = header.is_some();
+    let header = header.unwrap_or_else(|| State::new().header());
+    let evidence = current_evidence();
+
+    let head = source.head();
+    let head_err = head.as_ref().err().map(|e| e.to_string());
+    let input = WakeInput {
+        head: match &head {
+            Ok(h) => Ok(h.as_str()),
+            Err(_) => Err(head_err.as_deref().unwrap_or_default()),
+        },
+        evidence: &evidence,
+    };
+    let verdict = wake::evaluate(&header, &input);
+    let head = head.ok();
+
+    if !verdict.wake {
+        let mut report = TickReport::new(exit::NONE, reported(&verdict), cfg.dry_run);
+        report.head = head.clone();
+        if !cfg.dry_run {
+            let short = head.as_deref().map(short_id).unwrap_or("-");
+            journal::append(&cfg.state, header.journal, cfg.now, short)?;
+        }
+        report.requests = source.requests();
+        return Ok(report);
+    }
+
+    let mut state = if known_state {
+        store::load(&cfg.state)?.unwrap_or_else(State::new)
+    } else {
+        State::new()
+    };
+    let contents = journal::read(&cfg.state)?;
+    let unsaved = contents.unfolded(state.journal);
+
+    let mut work = Work {
+        cfg,
+        source,
+        evidence: &evidence,
+        fresh: 0,
+        reads: 0,
+        notes: Vec::new(),
+    };
+    let (settled, mut candidates) = work.plan(&mut state, &verdict, head.as_deref());
+    // The wake's own files come first, then what earlier wakes left over.
+    let old_backlog = std::mem::take(&mut state.backlog);
+    let mut seen: BTreeSet<String> = candidates.iter().cloned().collect();
+    for p in old_backlog {
+        if seen.insert(p.clone()) {
+            candidates.push(p);
+        }
+    }
+    let files = work.process(&mut state, &candidates);
+    let (fresh, reads, mut notes) = (work.fresh, work.reads, work.notes);
+
+    for gone in novelty::evict(state.files.iter(), state.files.len(), cfg.max_files) {
+        state.files.remove(&gone);
+    }
+    if state.files.len() >= cfg.max_files && cfg.max_files > 0 {
+        notes.push(format!(
+            "the file limit of {} was reached; raise --max-files above the repository's size",
+            cfg.max_files
+        ));
+    }
+    state.backlog = files
+        .iter()
+        .filter(|f| f.outcome == Outcome::Pending && state.files.contains_key(&f.path))
+        .map(|f| f.path.clone())
+        .collect();
+
+    let mut counts: BTreeMap<&'static str, u64> = BTreeMap::new();
+    for f in &files {
+        *counts.entry(f.outcome.as_str()).or_default() += 1;
+        if f.outcome != Outcome::Pending {
+            *state
+                .outcomes
+                .entry(f.outcome.as_str().to_string())
+                .or_default() += 1;
+        }
+    }
+    state.novelty.fresh_evaluations += fresh;
+    state.novelty.file_reads += reads;
+    state.novelty.reuses += counts.get("reused").copied().unwrap_or(0);
+    state.novelty.estimated_tokens_saved += files
+        .iter()
+        .filter(|f| f.outcome == Outcome::Reused)
+        .filter_map(|f| state.files.get(&f.path))
+        .map(|r| novelty::estimate_tokens(r.content.as_ref().map_or(0, |c| c.chars)))
+        .sum::<u64>();
+
+    wake::remember(
+        &mut state.wake,
+        &verdict,
+        unsaved,
+        head.as_deref(),
+        &evidence,
+        settled,
+        cfg.now,
+    );
+    state.journal = journal::fold(state.journal, contents);
+
+    let mut report = TickReport::new(
+        exit::for_reason(verdict.reason),
+        reported(&verdict),
+        cfg.dry_run,
+    );
+    if !cfg.dry_run {
+        store::save(&cfg.state, &state)?;
+        report.state_written = true;
+        journal::clear(&cfg.state)?;
+    }
+    report.head = head;
+    report.pending = state.backlog.len() as u64;
+    report.files = files;
+    report.counts = counts;
+    report.requests = source.requests();
+    report.file_reads = reads;
+    report.fresh_evaluations = fresh;
+    report.notes = notes;
+    Ok(report)
+}
+
+/// The first seven characters of a commit id, for humans.
+pub fn short_id(id: &str) -> &str {
+    id.get(..7).unwrap_or(id)
+}
+
+struct Work<'a> {
+    cfg: &'a TickConfig,
+    source: &'a mut dyn Source,
+    evidence: &'a str,
+    fresh: u64,
+    reads: u64,
+    notes: Vec<String>,
+}
+
+impl Work<'_> {
+    /// Bring the remembered tree up to the head and return the files the
+    /// wake is about. `settled` is false when the tree could not be learned.
+    fn plan(
+        &mut self,
+        state: &mut State,
+        verdict: &Verdict,
+        head: Option<&str>,
+    ) -> (bool, Vec<String>) {
+        match verdict.reason {
+            Reason::FirstRun | Reason::ShaUnavailable => {
+                let at = head.unwrap_or(&self.cfg.rev).to_string();
+                match self.source.list(&at) {
+                    Ok(entries) => {
+                        self.sync(state, entries);
+                        (true, state.files.keys().cloned().collect())
+                    }
+                    Err(e) => {
+                        self.notes.push(format!("listing failed: {e}"));
+                        (false, Vec::new())
+                    }
+                }
+            }
+            Reason::RepoChanged => {
+                let (from, to) = match &verdict.detail {
+                    Some(Detail::Change { from, to }) => (from.clone(), to.clone()),
+                    _ => return (false, Vec::new()),
+                };
+                let changed = match self.source.changes(&from, &to) {
+                    Ok(changes) => Some(apply_changes(state, changes, self.cfg.now)),
+                    Err(e) => {
+                        self.notes
+                            .push(format!("compare failed ({e}); fell back to the listing"));
+                        match self.source.list(&to) {
+                            Ok(entries) => Some(self.sync(state, entries)),
+                            Err(e) => {
+                                self.notes.push(format!("listing failed: {e}"));
+                                None
+                            }
+                        }
+                    }
+                };
+                match changed {
+                    Some(changed) => (true, with_dependents(state, changed)),
+                    None => (false, Vec::new()),
+                }
+            }
+            Reason::EvidenceChanged => (true, state.files.keys().cloned().collect()),
+            _ => (true, Vec::new()),
+        }
+    }
+
+    /// Replace the remembered tree with a listing; returns the changed paths.
+    fn sync(&mut self, state: &mut State, entries: Vec<Entry>) -> Changed {
+        let mut changed = Changed::default();
+        let listed: BTreeSet<&str> = entries.iter().map(|e| e.path.as_str()).collect();
+        let gone: Vec<String> = state
+            .files
+            .keys()
+            .filter(|p| !listed.contains(p.as_str()))
+            .cloned()
+            .collect();
+        for p in gone {
+            state.files.remove(&p);
+            changed.deleted.push(p);
+        }
+        for e in &entries {
+            match state.files.get_mut(&e.path) {
+                Some(r) if r.blob == e.blob => {}
+                Some(r) => {
+                    r.blob = e.blob.clone();
+                    changed.modified.push(e.path.clone());
+                }
+                None => {
+                    state
+                        .files
+                        .insert(e.path.clone(), new_record(&e.blob, self.cfg.now));
+                    changed.added.push(e.path.clone());
+                }
+            }
+        }
+        changed
+    }
+
+    fn process(&mut self, state: &mut State, candidates: &[String]) -> Vec<FileReport> {
+        let mut out = Vec::with_capacity(candidates.len());
+        for path in candidates {
+            if state.files.contains_key(path) {
+                out.push(self.process_one(state, path));
+            }
+        }
+        out
+    }
+
+    fn batch_full(&self) -> bool {
+        self.cfg.batch > 0 && self.fresh >= self.cfg.batch as u64
+    }
+
+    fn process_one(&mut self, state: &mut State, path: &str) -> FileReport {
+        let now = self.cfg.now;
+        let (role, risk) = policy::classify(path);
+        let record = &state.files[path];
+        let pending = |novelty: Novelty, fingerprint: Option<String>| FileReport {
+            path: path.to_string(),
+            outcome: Outcome::Pending,
+            reason: format!(
+                "{}; left for a later tick by the batch limit",
+                novelty.as_str()
+            ),
+            novelty: Some(novelty),
+            fingerprint,
+        };
+
+        // Facts about the current bytes: remembered per content id, so an
+        // unchanged file is never read again to learn them.
+        let facts = match record.content.as_ref().filter(|c| c.blob == record.blob) {
+            Some(f) => f.clone(),
+            None => {
+                let novelty = if record.fingerprint.is_some() {
+                    Novelty::Changed
+                } else {
+                    Novelty::FirstSeen
+                };
+                if self.batch_full() {
+                    return pending(novelty, None);
+                }
+                let blob = record.blob.clone();
+                match read_facts(&mut *self.source, path, &blob, self.cfg.max_file_bytes) {
+                    Ok((f, read)) => {
+                        self.reads += u64::from(read);
+                        f
+                    }
+                    Err(e) => {
+                        return FileReport {
+                            path: path.to_string(),
+                            outcome: Outcome::Failed,
+                            reason: format!("could not read the file: {e}"),
+                            novelty: Some(novelty),
+                            fingerprint: None,
+                        };
+                    }
+                }
+            }
+        };
+
+        let (fp, resolved) = fingerprint_of(&state.files, path, &facts, self.evidence);
+        let deps_known = resolved.unresolved.is_empty();
+        let verdict = novelty::evaluate(Some(&state.files[path]), &fp, deps_known);
+        let record = state.files.get_mut(path).expect("candidate is in the tree");
+        record.content = Some(facts.clone());
+
+        if !verdict.is_novel() {
+            novelty::reuse(record, novelty::estimate_tokens(facts.chars), now);
+            let prev = record
+                .decision
+                .as_ref()
+                .expect("unchanged implies a decision");
+            return FileReport {
+                path: path.to_string(),
+                outcome: Outcome::Reused,
+                reason: format!("unchanged since {}: {}", prev.outcome.as_str(), prev.reason),
+                novelty: Some(verdict),
+                fingerprint: Some(fp),
+            };
+        }
+        if self.batch_full() {
+            return pending(verdict, Some(fp));
+        }
+        self.fresh += 1;
+        let mut decision = policy::decide(role, risk);
+        if !deps_known {
+            decision.reason.push_str(&format!(
+                "; unresolved imports: {}",
+                resolved.unresolved.join(", ")
+            ));
+        }
+        record.deps = resolved.paths;
+        novelty::remember(
+            record,
+            &fp,
+            Decision {
+                outcome: decision.outcome,
+                reason: decision.reason.clone(),
+                ts: now,
+            },
+            now,
+        );
+        FileReport {
+            path: path.to_string(),
+            outcome: decision.outcome,
+            reason: decision.reason,
+            novelty: Some(verdict),
+            fingerprint: Some(fp),
+        }
+    }
+}
+
+/// Learn the facts of one content id: one read, unless it is over the limit,
+/// in which case the content id itself stands for the bytes. The flag says
+/// whether the bytes were read.
+fn read_facts(
+    source: &mut dyn Source,
+    path: &str,
+    blob: &str,
+    limit: u64,
+) -> Result<(ContentFacts, bool), SourceError> {
+    match source.read(blob, limit) {
+        Ok(bytes) => Ok((
+            ContentFacts {
+                blob: blob.to_string(),
+                hash: content_hash(&bytes),
+                chars: bytes.len() as u64,
+                imports: deps::extract(path, &bytes),
+            },
+            true,
+        )),
+        Err(SourceError::TooLarge { size, .. }) => Ok((
+            ContentFacts {
+                blob: blob.to_string(),
+                hash: blob.get(..16).unwrap_or(blob).to_string(),
+                chars: size,
+                imports: Vec::new(),
+            },
+            false,
+        )),
+        Err(e) => Err(e),
+    }
+}
+
+/// The current fingerprint of `path` given the facts of its current bytes and
+/// the remembered tree (for the content ids of its dependencies).
+pub fn fingerprint_of(
+    files: &BTreeMap<String, FileRecord>,
+    path: &str,
+    facts: &ContentFacts,
+    evidence: &str,
+) -> (String, deps::Resolved) {
+    let (role, risk) = policy::classify(path);
+    let resolved = deps::resolve(path, &facts.imports, &|p| files.contains_key(p));
+    let deps_known = resolved.unresolved.is_empty();
+    let dep_ids: Vec<(String, String)> = resolved
+        .paths
+        .iter()
+        .map(|p| (p.clone(), files[p].blob.clone()))
+        .collect();
+    let fp = novelty::fingerprint(&Parts {
+        content: &facts.hash,
+        risk: risk.as_str(),
+        role: role.as_str(),
+        confidence: policy::confidence(role, 0, 0),
+        status: STATUS,
+        rollback_streak: 0,
+        penalty: 0,
+        evidence,
+        deps: deps_known.then_some(dep_ids.as_slice()),
+    });
+    (fp, resolved)
+}
+
+/// What `explain` compares the remembered fingerprint with.
+#[derive(Debug, Clone)]
+pub struct Current {
+    pub blob: Option<String>,
+    pub fingerprint: Option<String>,
+    pub unresolved: Vec<String>,
+    pub error: Option<String>,
+}
+
+/// The file's fingerprint at the head of the watched branch: the tree is
+/// listed (one request), and the file read only when its bytes are not known.
+pub fn current_fingerprint(
+    state: &State,
+    source: &mut dyn Source,
+    rev: &str,
+    path: &str,
+    max_file_bytes: u64,
+) -> Current {
+    let mut current = Current {
+        blob: None,
+        fingerprint: None,
+        unresolved: Vec::new(),
+        error: None,
+    };
+    let entries = match source
+        .head()
+        .and_then(|h| source.list(&h))
+        .or_else(|_| source.list(rev))
+    {
+        Ok(e) => e,
+        Err(e) => {
+            current.error = Some(format!("listing failed: {e}"));
+            return current;
+        }
+    };
+    let mut files: BTreeMap<String, FileRecord> = BTreeMap::new();
+    for e in entries {
+        let mut r = state.files.get(&e.path).cloned().unwrap_or_default();
+        r.blob = e.blob;
+        files.insert(e.path, r);
+    }
+    let Some(record) = files.get(path) else {
+        current.error = Some("the file is not in the watched tree at the head".into());
+        return current;
+    };
+    current.blob = Some(record.blob.clone());
+    let facts = match record.content.as_ref().filter(|c| c.blob == record.blob) {
+        Some(f) => f.clone(),
+        None => match read_facts(source, path, &record.blob, max_file_bytes) {
+            Ok((f, _)) => f,
+            Err(e) => {
+                current.error = Some(format!("could not read the file: {e}"));
+                return current;
+            }
+        },
+    };
+    let (fp, resolved) = fingerprint_of(&files, path, &facts, &current_evidence());
+    current.fingerprint = Some(fp);
+    current.unresolved = resolved.unresolved;
+    current
+}
+
+/// The first 16 hex digits of the sha256 of the bytes.
+pub fn content_hash(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes)[..8])
+}
+
+fn new_record(blob: &str, now: DateTime<Utc>) -> FileRecord {
+    FileRecord {
+        blob: blob.to_string(),
+        last_ts: now,
+        ..FileRecord::default()
+    }
+}
+
+/// Paths that changed between the remembered tree and the new one.
+#[derive(Debug, Default)]
+struct Changed {
+    added: Vec<String>,
+    modified: Vec<String>,
+    deleted: Vec<String>,
+}
+
+fn apply_changes(state: &mut State, changes: Vec<Change>, now: DateTime<Utc>) -> Changed {
+    let mut changed = Changed::default();
+    for c in changes {
+        match c {
+            Change::Upsert { path, blob } => match state.files.get_mut(&path) {
+                Some(r) => {
+                    r.blob = blob;
+                    changed.modified.push(path);
+                }
+                None => {
+                    state.files.insert(path.clone(), new_record(&blob, now));
+                    changed.added.push(path);
+                }
+            },
+            Change::Delete { path } => {
+                if state.files.remove(&path).is_some() {
+                    changed.deleted.push(path);
+                }
+            }
+        }
+    }
+    state.backlog.retain(|p| state.files.contains_key(p));
+    changed
+}
+
+/// The changed files that still exist, then the files that depend on any
+/// changed one. When paths appeared or disappeared, files whose imports could
+/// not all be resolved are looked at again too: the new tree may resolve them.
+fn with_dependents(state: &State, changed: Changed) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    for p in changed.added.iter().chain(&changed.modified) {
+        if seen.insert(p.clone()) {
+            out.push(p.clone());
+        }
+    }
+    let touched: BTreeSet<&str> = changed
+        .added
+        .iter()
+        .chain(&changed.modified)
+        .chain(&changed.deleted)
+        .map(String::as_str)
+        .collect();
+    let mut reverse: HashMap<&str, Vec<&str>> = HashMap::new();
+    for (path, r) in &state.files {
+        for d in &r.deps {
+            reverse.entry(d.as_str()).or_default().push(path.as_str());
+        }
+    }
+    let mut dependents: BTreeSet<&str> = touched
+        .iter()
+        .filter_map(|t| reverse.get(t))
+        .flatten()
+        .copied()
+        .collect();
+    if !changed.added.is_empty() || !changed.deleted.is_empty() {
+        dependents.extend(
+            state
+                .files
+                .iter()
+                .filter(|(_, r)| {
+                    r.fingerprint
+                        .as_deref()
+                        .is_some_and(|fp| fp.ends_with("|deps:unknown"))
+                })
+                .map(|(p, _)| p.as_str()),
+        );
+    }
+    for d in dependents {
+        if seen.insert(d.to_string()) {
+            out.push(d.to_string());
+        }
+    }
+    out
+}
+
+/// The header a no-op reads, for callers that only need the wake state.
+pub fn header_of(state: &State) -> Header {
+    state.header()
+}
