@@ -106,7 +106,7 @@ pub struct TickArgs {
         long,
         env = "SENTINEL_MAX_FILE_BYTES",
         value_name = "BYTES",
-        default_value_t = 1 << 20
+        default_value_t = crate::tick::DEFAULT_MAX_FILE_BYTES
     )]
     pub max_file_bytes: u64,
     /// The time of this tick, RFC 3339 (for tests and replays) [default: the clock].

@@ -21,6 +21,9 @@ use crate::source::{Change, Entry, Source, SourceError};
 use crate::state::store::{self, LockAttempt};
 use crate::state::{ContentFacts, Decision, FileRecord, Header, Outcome, State, journal};
 
+/// Files larger than this are fingerprinted by content id instead of read.
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 1 << 20;
+
 /// The lifecycle status every file has until lifecycles are built.
 pub const STATUS: &str = "under_observation";
 
@@ -342,6 +345,7 @@ impl Work<'_> {
                 Some(r) if r.blob == e.blob => {}
                 Some(r) => {
                     r.blob = e.blob.clone();
+                    r.content = None;
                     changed.modified.push(e.path.clone());
                 }
                 None => {
@@ -386,7 +390,7 @@ impl Work<'_> {
 
         // Facts about the current bytes: remembered per content id, so an
         // unchanged file is never read again to learn them.
-        let facts = match record.content.as_ref().filter(|c| c.blob == record.blob) {
+        let facts = match record.content.as_ref() {
             Some(f) => f.clone(),
             None => {
                 let novelty = if record.fingerprint.is_some() {
@@ -480,7 +484,6 @@ fn read_facts(
     match source.read(blob, limit) {
         Ok(bytes) => Ok((
             ContentFacts {
-                blob: blob.to_string(),
                 hash: content_hash(&bytes),
                 chars: bytes.len() as u64,
                 imports: deps::extract(path, &bytes),
@@ -489,7 +492,6 @@ fn read_facts(
         )),
         Err(SourceError::TooLarge { size, .. }) => Ok((
             ContentFacts {
-                blob: blob.to_string(),
                 hash: blob.get(..16).unwrap_or(blob).to_string(),
                 chars: size,
                 imports: Vec::new(),
@@ -568,7 +570,10 @@ pub fn current_fingerprint(
     let mut files: BTreeMap<String, FileRecord> = BTreeMap::new();
     for e in entries {
         let mut r = state.files.get(&e.path).cloned().unwrap_or_default();
-        r.blob = e.blob;
+        if r.blob != e.blob {
+            r.blob = e.blob;
+            r.content = None;
+        }
         files.insert(e.path, r);
     }
     let Some(record) = files.get(path) else {
@@ -576,7 +581,7 @@ pub fn current_fingerprint(
         return current;
     };
     current.blob = Some(record.blob.clone());
-    let facts = match record.content.as_ref().filter(|c| c.blob == record.blob) {
+    let facts = match record.content.as_ref() {
         Some(f) => f.clone(),
         None => match read_facts(source, path, &record.blob, max_file_bytes) {
             Ok((f, _)) => f,
@@ -620,6 +625,7 @@ fn apply_changes(state: &mut State, changes: Vec<Change>, now: DateTime<Utc>) ->
             Change::Upsert { path, blob } => match state.files.get_mut(&path) {
                 Some(r) => {
                     r.blob = blob;
+                    r.content = None;
                     changed.modified.push(path);
                 }
                 None => {

@@ -88,12 +88,11 @@ pub struct Decision {
     pub ts: DateTime<Utc>,
 }
 
-/// Facts learned by reading one version of a file, kept so that an unchanged
-/// file is never read again to learn them.
+/// Facts learned by reading the file's current bytes (`FileRecord::blob`),
+/// kept so that an unchanged file is never read again to learn them. They are
+/// dropped whenever the content id changes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ContentFacts {
-    /// The content id these facts belong to.
-    pub blob: String,
     /// First 16 hex digits of the sha256 of the bytes.
     pub hash: String,
     /// Size in bytes (used for the token estimate).
