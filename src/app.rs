@@ -43,6 +43,7 @@ fn run_tick(args: TickArgs) -> Result<u8> {
         dry_run: args.dry_run,
         max_files: args.max_files,
         max_file_bytes: args.max_file_bytes,
+        evidence: tick::current_evidence(),
         now: args.now.unwrap_or_else(Utc::now),
     };
     let report = tick::run(&cfg, source.as_mut())?;
@@ -83,8 +84,14 @@ fn run_explain(args: ExplainArgs) -> Result<u8> {
     };
     let file = args.file.trim_start_matches("./").to_string();
     let mut source = make_source(&args.source)?;
-    let current =
-        tick::current_fingerprint(&state, source.as_mut(), &args.source.rev(), &file, 1 << 20);
+    let current = tick::current_fingerprint(
+        &state,
+        source.as_mut(),
+        &args.source.rev(),
+        &file,
+        tick::DEFAULT_MAX_FILE_BYTES,
+        &tick::current_evidence(),
+    );
     let e = explain::explain(&file, state.files.get(&file), &current);
     if args.json {
         println!("{}", serde_json::to_string(&e)?);

@@ -19,7 +19,7 @@ use crate::gate::policy::{self, EvidenceInputs, hex};
 use crate::gate::wake::{self, Detail, Reason, Verdict, WakeInput};
 use crate::source::{Change, Entry, Source, SourceError};
 use crate::state::store::{self, LockAttempt};
-use crate::state::{ContentFacts, Decision, FileRecord, Header, Outcome, State, journal};
+use crate::state::{ContentFacts, Decision, FileRecord, Outcome, State, journal};
 
 /// Files larger than this are fingerprinted by content id instead of read.
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 1 << 20;
@@ -40,6 +40,8 @@ pub struct TickConfig {
     pub max_files: usize,
     /// Files larger than this are fingerprinted by content id, not read.
     pub max_file_bytes: u64,
+    /// The evidence version: rules, policy and model (`current_evidence`).
+    pub evidence: String,
     pub now: DateTime<Utc>,
 }
 
@@ -140,7 +142,7 @@ pub fn run(cfg: &TickConfig, source: &mut dyn Source) -> Result<TickReport> {
     let header = store::load_header(&cfg.state)?;
     let known_state = header.is_some();
     let header = header.unwrap_or_else(|| State::new().header());
-    let evidence = current_evidence();
+    let evidence = cfg.evidence.clone();
 
     let head = source.head();
     let head_err = head.as_ref().err().map(|e| e.to_string());
@@ -549,6 +551,7 @@ pub fn current_fingerprint(
     rev: &str,
     path: &str,
     max_file_bytes: u64,
+    evidence: &str,
 ) -> Current {
     let mut current = Current {
         blob: None,
@@ -591,7 +594,7 @@ pub fn current_fingerprint(
             }
         },
     };
-    let (fp, resolved) = fingerprint_of(&files, path, &facts, &current_evidence());
+    let (fp, resolved) = fingerprint_of(&files, path, &facts, evidence);
     current.fingerprint = Some(fp);
     current.unresolved = resolved.unresolved;
     current
@@ -695,7 +698,6 @@ fn with_dependents(state: &State, changed: Changed) -> Vec<String> {
     out
 }
 
-/// The header a no-op reads, for callers that only need the wake state.
-pub fn header_of(state: &State) -> Header {
-    state.header()
-}
+#[cfg(test)]
+#[path = "tick_tests.rs"]
+mod tests;
