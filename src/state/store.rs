@@ -45,18 +45,19 @@ pub enum LockAttempt {
 
 /// Take the lock without waiting. Creates the state's directory if needed.
 pub fn try_lock(state: &Path) -> Result<LockAttempt> {
-    if let Some(dir) = state.parent().filter(|d| !d.as_os_str().is_empty()) {
-        if !dir.exists() {
-            fs::create_dir_all(dir).with_context(|| {
-                format!(
-                    "cannot create the state directory `{}`; create it or choose another --state",
-                    dir.display()
-                )
-            })?;
-            // The default state lives inside the clone; keep it out of `git status`.
-            if dir.file_name().is_some_and(|n| n == ".sentinel") {
-                let _ = fs::write(dir.join(".gitignore"), "*\n");
-            }
+    if let Some(dir) = state
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty() && !d.exists())
+    {
+        fs::create_dir_all(dir).with_context(|| {
+            format!(
+                "cannot create the state directory `{}`; create it or choose another --state",
+                dir.display()
+            )
+        })?;
+        // The default state lives inside the clone; keep it out of `git status`.
+        if dir.file_name().is_some_and(|n| n == ".sentinel") {
+            let _ = fs::write(dir.join(".gitignore"), "*\n");
         }
     }
     let path = sidecar(state, ".lock");
