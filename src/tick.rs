@@ -154,6 +154,13 @@ pub fn run(cfg: &TickConfig, source: &mut dyn Source) -> Result<TickReport> {
         evidence: &evidence,
     };
     let verdict = wake::evaluate(&header, &input);
+    // Before anything is remembered, an unknown head is a setup problem, not
+    // a hiccup: waking on it every tick would hide it behind exit codes.
+    if let (Reason::FirstRun, Err(e)) = (verdict.reason, &head) {
+        anyhow::bail!(
+            "cannot find the latest commit of the watched path: {e}; check --repo, --branch and --path (nothing was saved)"
+        );
+    }
     let head = head.ok();
 
     if !verdict.wake {

@@ -293,16 +293,40 @@ fn invariant_12_time_is_injected() {
 }
 
 #[test]
-fn a_wake_that_cannot_learn_the_tree_keeps_trying() {
+fn a_first_run_without_a_head_is_a_setup_error_and_saves_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let mut src = MemorySource::new();
-    let (r, _) = tick(&cfg(dir.path(), t0()), &mut src);
-    assert_eq!(r.exit_code, 10);
-    assert!(r.notes[0].starts_with("listing failed"));
+    let err = run(&cfg(dir.path(), t0()), &mut src)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("check --repo, --branch and --path"), "{err}");
+    assert!(!dir.path().join("state.json").exists());
     src.commit(&[("a.rs", "// a\n")]);
     let (r, _) = tick(&cfg(dir.path(), t0() + Duration::minutes(2)), &mut src);
-    assert_eq!(r.exit_code, 10, "still a first run: nothing was learned");
+    assert_eq!(r.exit_code, 10);
     assert_eq!(outcomes(&r), [("a.rs".into(), "needs_review")]);
+}
+
+#[test]
+fn a_wake_that_cannot_learn_the_tree_keeps_head_and_evidence() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut src = five_files();
+    tick(&cfg(dir.path(), t0()), &mut src);
+    let before = load(dir.path()).wake;
+    src.amend(&[("libs/shared/c.js", "// c v2\n")]);
+    src.fail_changes = true;
+    src.fail_list = true;
+    let (r, _) = tick(&cfg(dir.path(), t0() + Duration::minutes(2)), &mut src);
+    assert_eq!(r.exit_code, 12);
+    assert_eq!(r.notes.len(), 2, "{:?}", r.notes);
+    let after = load(dir.path()).wake;
+    assert_eq!(after.last_head, before.last_head);
+    assert_eq!(after.wakes, 2);
+    // The next tick sees the same change again and, with a working source, settles it.
+    src.fail_changes = false;
+    src.fail_list = false;
+    let (r, _) = tick(&cfg(dir.path(), t0() + Duration::minutes(4)), &mut src);
+    assert_eq!(outcomes(&r), [("libs/shared/c.js".into(), "needs_review")]);
 }
 
 #[test]

@@ -24,6 +24,8 @@ pub struct MemorySource {
     pub fail_head: Option<String>,
     /// When set, `changes` fails (so the tick falls back to the listing).
     pub fail_changes: bool,
+    /// When set, `list` fails.
+    pub fail_list: bool,
     pub calls: Calls,
 }
 
@@ -81,6 +83,9 @@ impl Source for MemorySource {
 
     fn list(&mut self, at: &str) -> Result<Vec<Entry>, SourceError> {
         self.calls.list += 1;
+        if self.fail_list {
+            return Err(SourceError::Unavailable("listing failed".into()));
+        }
         let tree = self
             .tree(at)
             .ok_or_else(|| SourceError::Unavailable(format!("unknown commit {at}")))?;
