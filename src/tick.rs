@@ -634,8 +634,12 @@ fn apply_changes(state: &mut State, changes: Vec<Change>, now: DateTime<Utc>) ->
         match c {
             Change::Upsert { path, blob } => match state.files.get_mut(&path) {
                 Some(r) => {
-                    r.blob = blob;
-                    r.content = None;
+                    // A failed head lookup may already have brought this
+                    // file up to date from the listing: keep what is known.
+                    if r.blob != blob {
+                        r.blob = blob;
+                        r.content = None;
+                    }
                     changed.modified.push(path);
                 }
                 None => {

@@ -1,0 +1,1297 @@
+//! End-to-end tests of the `sentinel` binary against real git repositories:
+//! exit codes, the `--json` report, the stderr line and the bytes of the
+//! files a tick leaves behind. Time is injected with `--now`; nothing sleeps
+//! and nothing touches the network.
+
+mod util;
+
+use std::fs;
+
+use serde_json::{Value, json};
+
+use util::{Output, Sandbox, WATCHED, at, files, fingerprint_of, hold_lock, parts, snapshot};
+
+const FIVE: [&str; 5] = ["a.js", "b.js", "c.js", "d.js", "e.js"];
+const SEVEN: [&str; 7] = ["a.js", "b.js", "c.js", "d.js", "e.js", "f.js", "g.js"];
+const PART_NAMES: [&str; 9] = [
+    "content",
+    "risk",
+    "role",
+    "confidence",
+    "status",
+    "rollback_streak",
+    "penalty",
+    "evidence",
+    "dependencies",
+];
+const NEEDS_REVIEW: &str = "needs_review";
+
+fn p(name: &str) -> String {
+    format!("{WATCHED}/{name}")
+}
+
+fn short(id: &str) -> &str {
+    &id[..7]
+}
+
+/// Fails with the process's output when the exit code is not `code`.
+#[track_caller]
+fn expect_code(out: &Output, code: i32) {
+    assert_eq!(
+        out.code, code,
+        "unexpected exit code\n--- stdout\n{}\n--- stderr\n{}",
+        out.stdout, out.stderr
+    );
+}
+
+/// A tick that must exit with `code`; returns its `--json` report.
+#[track_caller]
+fn tick(sb: &Sandbox, now: &str, extra: &[&str], code: i32) -> Value {
+    let out = sb.tick(now, extra);
+    expect_code(&out, code);
+    let report = out.json();
+    assert_eq!(report["exit_code"], code, "exit_code field of {report}");
+    report
+}
+
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("{v} is not a count"))
+}
+
+fn evaluated(path: &str, novelty: &str) -> (String, String, String) {
+    (p(path), NEEDS_REVIEW.into(), novelty.into())
+}
+
+// ---------------------------------------------------------------------------
+// The seed's ordinary day and the no-op path
+// ---------------------------------------------------------------------------
+
+#[test]
+fn ordinary_day_wakes_twice_and_noops_718_times() {
+    let sb = Sandbox::with_files(&FIVE);
+    let first_head = sb.repo.head();
+    let mut noon_head = String::new();
+
+    let mut wakes: Vec<(String, i32, String)> = Vec::new();
+    let (mut noops, mut fresh, mut reads, mut writes) = (0u64, 0u64, 0u64, 0u64);
+    for i in 0..720 {
+        let minute = i * 2;
+        let now = at(minute);
+        if minute == 12 * 60 {
+            sb.repo.write(&p("c.js"), "// c.js\nmodule.exports = 2;\n");
+            noon_head = sb.repo.commit("change c.js at noon");
+        }
+        let before = snapshot(&sb.state);
+        let out = sb.tick(&now, &[]);
+        let report = out.json();
+        assert_eq!(report["exit_code"], out.code, "at {now}");
+        fresh += u(&report["fresh_evaluations"]);
+        reads += u(&report["file_reads"]);
+        writes += u64::from(report["state_written"] == true);
+        if out.code == 0 {
+            noops += 1;
+            assert_eq!(report["requests"], 1, "a no-op makes one request, at {now}");
+            assert_eq!(report["file_reads"], 0, "at {now}");
+            assert_eq!(report["files"], json!([]), "at {now}");
+            let after = snapshot(&sb.state);
+            assert!(before.is_some(), "a no-op before any state, at {now}");
+            assert!(
+                after == before,
+                "the no-op at {now} changed the state file's bytes or mtime"
+            );
+        } else {
+            let reason = report["verdict"]["reason"].as_str().unwrap().to_string();
+            wakes.push((now.clone(), out.code, reason));
+            match out.code {
+                10 => {
+                    assert_eq!(report["head"], first_head.as_str());
+                    assert_eq!(report["requests"], 7, "head + listing + 5 reads");
+                    assert_eq!(
+                        files(&report),
+                        FIVE.map(|f| evaluated(f, "first-seen")).to_vec()
+                    );
+                }
+                12 => {
+                    assert_eq!(report["head"], noon_head.as_str());
+                    assert_eq!(
+                        report["verdict"]["detail"],
+                        json!({"from": first_head, "to": noon_head})
+                    );
+                    assert_eq!(report["requests"], 3, "head + compare + 1 read");
+                    assert_eq!(files(&report), vec![evaluated("c.js", "changed")]);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    assert_eq!(
+        wakes,
+        vec![
+            (at(0), 10, "first_run".to_string()),
+            (at(720), 12, "repo_changed".to_string()),
+        ]
+    );
+    assert_eq!(noops, 718);
+    assert!(fresh <= 6, "{fresh} fresh evaluations");
+    assert_eq!(fresh, 6);
+    assert_eq!(reads, 6);
+    assert_eq!(writes, 2);
+
+    let stats = sb.stats();
+    let evidence = stats["wake"]["last_evidence"].as_str().unwrap();
+    assert!(
+        evidence.len() == 12 && evidence.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{evidence}"
+    );
+    assert_eq!(
+        stats["wake"],
+        json!({
+            "ticks": 720,
+            "wakes": 2,
+            "noops": 718,
+            "noop_rate": 0.9972,
+            "by_reason": {"first_run": 1, "repo_changed": 1, "none": 718},
+            "unsaved_noops": 359,
+            "last_wake_reason": "repo_changed",
+            "last_head": noon_head,
+            "last_evidence": evidence,
+        })
+    );
+    assert_eq!(stats["novelty"]["fresh_evaluations"], 6);
+    assert_eq!(stats["novelty"]["file_reads"], 6);
+    let journal = fs::read_to_string(sb.journal()).unwrap();
+    assert_eq!(journal.lines().count(), 1 + 359, "epoch line + 359 no-ops");
+}
+
+#[test]
+fn a_noop_does_nothing() {
+    let sb = Sandbox::with_files(&FIVE);
+    let head = sb.repo.head();
+    tick(&sb, &at(0), &[], 10);
+    let before = snapshot(&sb.state).expect("the first run saved a state");
+    assert!(!sb.journal().exists());
+
+    let out = sb.tick(&at(2), &[]);
+    expect_code(&out, 0);
+    assert_eq!(
+        out.json(),
+        json!({
+            "exit_code": 0,
+            "verdict": {"wake": false, "reason": "none", "detail": {"head": head}},
+            "head": head,
+            "files": [],
+            "counts": {},
+            "pending": 0,
+            "requests": 1,
+            "file_reads": 0,
+            "fresh_evaluations": 0,
+            "state_written": false,
+            "dry_run": false,
+            "notes": [],
+        })
+    );
+    assert_eq!(
+        out.stderr_line(),
+        format!(
+            "sentinel: none (head {} unchanged); nothing written",
+            short(&head)
+        )
+    );
+    assert_eq!(snapshot(&sb.state), Some(before.clone()));
+    assert_eq!(
+        fs::read_to_string(sb.journal()).unwrap(),
+        format!(
+            "sentinel-noops epoch=1\n2026-06-16T00:02:00Z {}\n",
+            short(&head)
+        )
+    );
+
+    let stats = sb.stats();
+    assert_eq!(
+        (
+            &stats["wake"]["ticks"],
+            &stats["wake"]["noops"],
+            &stats["wake"]["unsaved_noops"],
+            &stats["wake"]["by_reason"],
+        ),
+        (
+            &json!(2),
+            &json!(1),
+            &json!(1),
+            &json!({"first_run": 1, "none": 1})
+        )
+    );
+
+    sb.repo.write(&p("a.js"), "// a.js\nmodule.exports = 2;\n");
+    let new_head = sb.repo.commit("change a.js");
+    tick(&sb, &at(4), &[], 12);
+    assert!(
+        !sb.journal().exists(),
+        "the waking tick removes the folded journal"
+    );
+    let stats = sb.stats();
+    assert_eq!(
+        (
+            &stats["wake"]["ticks"],
+            &stats["wake"]["wakes"],
+            &stats["wake"]["noops"],
+            &stats["wake"]["unsaved_noops"],
+            &stats["wake"]["by_reason"],
+        ),
+        (
+            &json!(3),
+            &json!(2),
+            &json!(1),
+            &json!(0),
+            &json!({"first_run": 1, "none": 1, "repo_changed": 1})
+        )
+    );
+
+    // The next journal starts a new epoch, so a crash between save and
+    // clear could never count the same no-op twice.
+    tick(&sb, &at(6), &[], 0);
+    assert_eq!(
+        fs::read_to_string(sb.journal()).unwrap(),
+        format!(
+            "sentinel-noops epoch=2\n2026-06-16T00:06:00Z {}\n",
+            short(&new_head)
+        )
+    );
+    assert_eq!(sb.stats()["wake"]["unsaved_noops"], 1);
+}
+
+#[test]
+fn each_noop_appends_exactly_one_line_to_the_journal() {
+    let sb = Sandbox::with_files(&FIVE);
+    let head = sb.repo.head();
+    tick(&sb, &at(0), &[], 10);
+    tick(&sb, &at(2), &[], 0);
+    let before = fs::read(sb.journal()).unwrap();
+    tick(&sb, &at(4), &[], 0);
+    let after = fs::read(sb.journal()).unwrap();
+    assert_eq!(
+        &after[..before.len()],
+        &before[..],
+        "the journal is append-only"
+    );
+    assert_eq!(
+        String::from_utf8(after[before.len()..].to_vec()).unwrap(),
+        format!("2026-06-16T00:04:00Z {}\n", short(&head))
+    );
+    assert_eq!(sb.stats()["wake"]["unsaved_noops"], 2);
+}
+
+// ---------------------------------------------------------------------------
+// The state file: corrupt, locked, dry runs
+// ---------------------------------------------------------------------------
+
+/// The bytes of a real state after a first run over five files.
+fn real_state() -> Vec<u8> {
+    let sb = Sandbox::with_files(&FIVE);
+    tick(&sb, &at(0), &[], 10);
+    fs::read(&sb.state).unwrap()
+}
+
+#[test]
+fn corrupt_state_exits_1_and_leaves_the_file_untouched() {
+    let real = real_state();
+    let first_line = real.iter().position(|b| *b == b'\n').unwrap() + 1;
+    let newer_header = String::from_utf8(real.clone())
+        .unwrap()
+        .replacen("{\"schema\":1,", "{\"schema\":99,", 1)
+        .into_bytes();
+    assert_ne!(newer_header, real);
+
+    let cases: Vec<(&str, Vec<u8>, String)> = vec![
+        (
+            "half.json",
+            real[..real.len() / 2].to_vec(),
+            "is truncated (line ".into(),
+        ),
+        (
+            "half-header.json",
+            real[..first_line / 2].to_vec(),
+            "is truncated (line ".into(),
+        ),
+        (
+            "garbage.json",
+            b"<html>502 Bad Gateway</html>\n".to_vec(),
+            "is not a valid state document: ".into(),
+        ),
+        ("empty.json", Vec::new(), "is empty; ".into()),
+        (
+            "newer-minimal.json",
+            br#"{"schema":99}"#.to_vec(),
+            "has schema 99, newer than the 1 this sentinel understands".into(),
+        ),
+        (
+            "newer-header.json",
+            newer_header,
+            "has schema 99, newer than the 1 this sentinel understands".into(),
+        ),
+    ];
+
+    let sb = Sandbox::with_files(&FIVE);
+    for (name, bytes, what) in cases {
+        let state = sb.root().join("corrupt").join(name);
+        fs::create_dir_all(state.parent().unwrap()).unwrap();
+        fs::write(&state, &bytes).unwrap();
+        let before = snapshot(&state);
+        let prefix = format!("error: state file `{}` {what}", state.display());
+
+        let out = sb
+            .sentinel(["tick", "--json", "--now", &at(2), "--path", WATCHED])
+            .arg("--repo")
+            .arg(&sb.repo.root)
+            .arg("--state")
+            .arg(&state)
+            .output();
+        expect_code(&out, 1);
+        assert_eq!(out.stdout, "", "{name}: no report on an error");
+        let line = out.stderr_line();
+        assert!(
+            line.starts_with(&prefix),
+            "{name}: {line}\nwanted: {prefix}"
+        );
+        assert!(line.contains("untouched"), "{name}: {line}");
+        assert_eq!(snapshot(&state), before, "{name}: the state file changed");
+        assert!(
+            !util::sidecar(&state, ".noops").exists(),
+            "{name}: a journal line was written for a corrupt state"
+        );
+
+        let out = sb
+            .sentinel(["stats", "--json", "--state"])
+            .arg(&state)
+            .output();
+        expect_code(&out, 1);
+        assert_eq!(out.stdout, "");
+        assert!(
+            out.stderr_line().starts_with(&prefix),
+            "{name}: {}",
+            out.stderr
+        );
+        assert_eq!(
+            snapshot(&state),
+            before,
+            "{name}: stats changed the state file"
+        );
+    }
+}
+
+#[test]
+fn a_directory_where_the_state_file_should_be_exits_1_with_a_clear_message() {
+    let sb = Sandbox::with_files(&FIVE);
+    let dir = sb.root().join("run").join("state.json");
+    fs::create_dir_all(&dir).unwrap();
+    let out = sb
+        .sentinel(["tick", "--now", &at(0), "--path", WATCHED])
+        .arg("--repo")
+        .arg(&sb.repo.root)
+        .arg("--state")
+        .arg(&dir)
+        .output();
+    expect_code(&out, 1);
+    assert_eq!(
+        out.stderr_line(),
+        format!(
+            "error: cannot read state file `{}`: it is a directory; point --state at a file path",
+            dir.display()
+        )
+    );
+    assert_eq!(
+        fs::read_dir(&dir).unwrap().count(),
+        0,
+        "nothing written into it"
+    );
+}
+
+#[test]
+fn lock_busy_exits_20_and_touches_nothing() {
+    // Without a state: nothing is created but the lock the test holds.
+    let sb = Sandbox::with_files(&FIVE);
+    let lock = hold_lock(&sb.state);
+    let out = sb.tick(&at(0), &[]);
+    expect_code(&out, 20);
+    assert_eq!(
+        out.stderr_line(),
+        format!(
+            "sentinel: busy (another tick holds `{}`); nothing started",
+            sb.lock().display()
+        )
+    );
+    assert_eq!(
+        out.json(),
+        json!({
+            "exit_code": 20,
+            "verdict": {"wake": false, "reason": "busy", "detail": {"lock": sb.lock()}},
+            "head": null,
+            "files": [],
+            "counts": {},
+            "pending": 0,
+            "requests": 0,
+            "file_reads": 0,
+            "fresh_evaluations": 0,
+            "state_written": false,
+            "dry_run": false,
+            "notes": [format!("another tick holds `{}`", sb.lock().display())],
+        })
+    );
+    assert!(!sb.state.exists());
+    assert!(!sb.journal().exists());
+    drop(lock);
+
+    // With a state and a journal, on a tick that would wake.
+    tick(&sb, &at(0), &[], 10);
+    tick(&sb, &at(2), &[], 0);
+    sb.repo.write(&p("a.js"), "// a.js\nmodule.exports = 2;\n");
+    sb.repo.commit("change a.js");
+    let state = snapshot(&sb.state);
+    let journal = snapshot(&sb.journal());
+    assert!(journal.is_some());
+    let lock = hold_lock(&sb.state);
+    let out = sb.tick(&at(4), &[]);
+    expect_code(&out, 20);
+    assert!(out.stderr_line().contains("busy"), "{}", out.stderr);
+    assert_eq!(snapshot(&sb.state), state, "a busy tick changed the state");
+    assert_eq!(
+        snapshot(&sb.journal()),
+        journal,
+        "a busy tick wrote the journal"
+    );
+    drop(lock);
+
+    // The refused tick started nothing: the next one does the wake.
+    tick(&sb, &at(6), &[], 12);
+    let stats = sb.stats();
+    assert_eq!(stats["wake"]["ticks"], 3, "busy refusals are not ticks");
+    assert_eq!(
+        stats["wake"]["by_reason"],
+        json!({"first_run": 1, "none": 1, "repo_changed": 1})
+    );
+}
+
+#[test]
+fn dry_run_writes_nothing() {
+    // No state, default state path inside the clone.
+    let sb = Sandbox::with_files(&FIVE);
+    let head = sb.repo.head();
+    let out = sb
+        .sentinel([
+            "tick",
+            "--json",
+            "--dry-run",
+            "--now",
+            &at(0),
+            "--path",
+            WATCHED,
+        ])
+        .arg("--repo")
+        .arg(&sb.repo.root)
+        .output();
+    expect_code(&out, 10);
+    let report = out.json();
+    assert_eq!(report["dry_run"], true);
+    assert_eq!(report["state_written"], false);
+    assert_eq!(report["verdict"]["reason"], "first_run");
+    assert_eq!(report["fresh_evaluations"], 5);
+    assert_eq!(
+        files(&report),
+        FIVE.map(|f| evaluated(f, "first-seen")).to_vec()
+    );
+    assert_eq!(
+        out.stderr_line(),
+        format!(
+            "sentinel: woke (first_run at {}): 5 files — 5 needs_review; dry run, nothing written",
+            short(&head)
+        )
+    );
+    assert!(
+        !sb.repo.root.join(".sentinel").exists(),
+        "created .sentinel"
+    );
+
+    // No state, explicit state path in a directory that does not exist.
+    let out = sb.tick(&at(0), &["--dry-run"]);
+    expect_code(&out, 10);
+    assert_eq!(out.json()["state_written"], false);
+    let run_dir = sb.state.parent().unwrap();
+    assert!(!run_dir.exists(), "created {}", run_dir.display());
+    assert!(!sb.state.exists() && !sb.journal().exists() && !sb.lock().exists());
+
+    // With a state: a dry-run no-op journals nothing, a dry-run wake saves nothing.
+    tick(&sb, &at(0), &[], 10);
+    let state = snapshot(&sb.state);
+    let out = sb.tick(&at(2), &["--dry-run"]);
+    expect_code(&out, 0);
+    assert_eq!(out.json()["dry_run"], true);
+    assert_eq!(
+        out.stderr_line(),
+        format!(
+            "sentinel: none (head {} unchanged); dry run, nothing written",
+            short(&head)
+        )
+    );
+    assert!(!sb.journal().exists(), "a dry-run no-op wrote the journal");
+    assert_eq!(snapshot(&sb.state), state);
+
+    sb.repo.write(&p("a.js"), "// a.js\nmodule.exports = 2;\n");
+    sb.repo.commit("change a.js");
+    let report = tick(&sb, &at(4), &["--dry-run"], 12);
+    assert_eq!(report["state_written"], false);
+    assert_eq!(files(&report), vec![evaluated("a.js", "changed")]);
+    assert_eq!(snapshot(&sb.state), state, "a dry-run wake saved the state");
+    assert!(!sb.journal().exists());
+
+    // The dry runs consumed nothing: the real tick still wakes for the change.
+    let report = tick(&sb, &at(6), &[], 12);
+    assert_eq!(files(&report), vec![evaluated("a.js", "changed")]);
+    assert_eq!(sb.stats()["wake"]["ticks"], 2, "dry runs are not counted");
+}
+
+// ---------------------------------------------------------------------------
+// Wake reasons
+// ---------------------------------------------------------------------------
+
+#[test]
+fn concurrent_ticks_run_one_first_run_and_refuse_or_noop_the_rest() {
+    let sb = Sandbox::with_files(&FIVE);
+    let children: Vec<_> = (0..16).map(|_| sb.tick_cmd(&at(0)).spawn()).collect();
+    let outs: Vec<Output> = children.into_iter().map(Output::wait).collect();
+    let codes: Vec<i32> = outs.iter().map(|o| o.code).collect();
+    assert!(
+        codes.iter().all(|c| [0, 10, 20].contains(c)),
+        "{codes:?}\n{outs:#?}"
+    );
+    assert_eq!(codes.iter().filter(|c| **c == 10).count(), 1, "{codes:?}");
+    let noops = codes.iter().filter(|c| **c == 0).count() as u64;
+    let stats = sb.stats();
+    assert_eq!(
+        stats["wake"]["ticks"],
+        1 + noops,
+        "busy refusals are not ticks"
+    );
+    assert_eq!(stats["wake"]["unsaved_noops"], noops);
+    assert_eq!(stats["novelty"]["fresh_evaluations"], 5);
+}
+
+#[test]
+fn a_commit_outside_the_watched_path_is_a_noop() {
+    let sb = Sandbox::with_files(&FIVE);
+    tick(&sb, &at(0), &[], 10);
+    let state = snapshot(&sb.state);
+    sb.repo.write("README.md", "# elsewhere\n");
+    sb.repo.write("libs/other/x.js", "module.exports = 3;\n");
+    sb.repo.commit("outside libs/shared");
+    let report = tick(&sb, &at(2), &[], 0);
+    assert_eq!(report["requests"], 1);
+    assert_eq!(snapshot(&sb.state), state);
+}
+
+#[test]
+fn backlog_with_batch_2_on_7_files_evaluates_each_file_exactly_once() {
+    let sb = Sandbox::with_files(&SEVEN);
+    let mut seen: Vec<String> = Vec::new();
+    let mut reads = 0;
+    let expected = [
+        // (exit code, detail, evaluated, pending afterwards, requests)
+        (10, json!(null), vec!["a.js", "b.js"], 5, 4),
+        (14, json!({"pending": 5}), vec!["c.js", "d.js"], 3, 3),
+        (14, json!({"pending": 3}), vec!["e.js", "f.js"], 1, 3),
+        (14, json!({"pending": 1}), vec!["g.js"], 0, 2),
+    ];
+    for (i, (code, detail, done, pending, requests)) in expected.into_iter().enumerate() {
+        let now = at(2 * i as i64);
+        let report = tick(&sb, &now, &["--batch", "2"], code);
+        assert_eq!(report["verdict"]["detail"], detail, "at {now}");
+        assert_eq!(report["pending"], pending, "at {now}");
+        assert_eq!(report["requests"], requests, "at {now}");
+        assert_eq!(report["fresh_evaluations"], done.len(), "at {now}");
+        let rows = files(&report);
+        let decided: Vec<String> = rows
+            .iter()
+            .filter(|(_, o, _)| o != "pending" && o != "reused")
+            .map(|(path, _, _)| path.clone())
+            .collect();
+        assert_eq!(
+            decided,
+            done.iter().map(|f| p(f)).collect::<Vec<_>>(),
+            "at {now}"
+        );
+        let waiting = rows.iter().filter(|(_, o, _)| o == "pending").count();
+        assert_eq!(waiting, pending, "at {now}");
+        assert_eq!(
+            report["counts"],
+            if pending > 0 {
+                json!({"needs_review": done.len(), "pending": pending})
+            } else {
+                json!({"needs_review": done.len()})
+            },
+            "at {now}"
+        );
+        seen.extend(decided);
+        reads += u(&report["file_reads"]);
+    }
+    tick(&sb, &at(8), &["--batch", "2"], 0);
+
+    let mut sorted = seen.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(
+        sorted.len(),
+        seen.len(),
+        "a file was evaluated twice: {seen:?}"
+    );
+    assert_eq!(seen, SEVEN.map(p).to_vec());
+    assert_eq!(reads, 7);
+    let stats = sb.stats();
+    assert_eq!(stats["novelty"]["tracked_files"], 7);
+    assert_eq!(stats["novelty"]["fresh_evaluations"], 7);
+    assert_eq!(stats["novelty"]["pending"], 0);
+    assert_eq!(
+        stats["wake"]["by_reason"],
+        json!({"first_run": 1, "backlog": 3, "none": 1})
+    );
+}
+
+#[test]
+fn the_file_a_wake_is_about_goes_first_even_when_it_sorts_last() {
+    let sb = Sandbox::with_files(&SEVEN);
+    tick(&sb, &at(0), &["--batch", "2"], 10);
+    sb.repo.write(&p("g.js"), "// g.js\nmodule.exports = 2;\n");
+    sb.repo.commit("change g.js");
+    let report = tick(&sb, &at(2), &["--batch", "2"], 12);
+    assert_eq!(
+        files(&report),
+        vec![
+            evaluated("g.js", "first-seen"),
+            evaluated("c.js", "first-seen"),
+            (p("d.js"), "pending".into(), "first-seen".into()),
+            (p("e.js"), "pending".into(), "first-seen".into()),
+            (p("f.js"), "pending".into(), "first-seen".into()),
+        ]
+    );
+    assert_eq!(report["pending"], 3);
+    assert_eq!(report["file_reads"], 2);
+}
+
+#[test]
+fn a_dependency_change_rechecks_its_dependent() {
+    let sb = Sandbox::new();
+    for name in FIVE {
+        sb.repo.write(&p(name), util::plain_js(name));
+    }
+    sb.repo.write(
+        &p("b.js"),
+        "// b.js\nconst a = require('./a');\nmodule.exports = a;\n",
+    );
+    sb.repo.commit("b depends on a");
+    let first = tick(&sb, &at(0), &[], 10);
+
+    sb.repo.write(&p("a.js"), "// a.js\nmodule.exports = 2;\n");
+    sb.repo.commit("change only a.js");
+    let report = tick(&sb, &at(2), &[], 12);
+    assert_eq!(
+        files(&report),
+        vec![evaluated("a.js", "changed"), evaluated("b.js", "changed")]
+    );
+    assert_eq!(report["file_reads"], 1, "b.js is not read again");
+    assert_eq!(report["fresh_evaluations"], 2);
+    assert_eq!(report["requests"], 3, "head + compare + 1 read");
+
+    let (a0, a1) = (
+        fingerprint_of(&first, &p("a.js")),
+        fingerprint_of(&report, &p("a.js")),
+    );
+    let (a0, a1) = (parts(&a0), parts(&a1));
+    assert_ne!(a0[0], a1[0], "a.js: content part");
+    assert_eq!(a0[1..], a1[1..], "a.js: only the content part differs");
+    assert_eq!(a1[8], "deps:-");
+
+    let (b0, b1) = (
+        fingerprint_of(&first, &p("b.js")),
+        fingerprint_of(&report, &p("b.js")),
+    );
+    let (b0, b1) = (parts(&b0), parts(&b1));
+    assert_eq!(b0[..8], b1[..8], "b.js: all but the deps part are equal");
+    assert_ne!(b0[8], b1[8], "b.js: the deps part differs");
+    assert!(b1[8].starts_with("deps:") && b1[8] != "deps:-" && b1[8] != "deps:unknown");
+}
+
+#[test]
+fn deleting_an_imported_file_makes_its_importer_dependencies_unknown() {
+    let sb = Sandbox::new();
+    sb.repo.write(&p("a.js"), util::plain_js("a.js"));
+    sb.repo.write(&p("b.js"), "const a = require('./a');\n");
+    sb.repo.write(&p("c.js"), util::plain_js("c.js"));
+    sb.repo.commit("b depends on a");
+    tick(&sb, &at(0), &[], 10);
+
+    sb.repo.remove(&p("a.js"));
+    sb.repo.commit("remove a.js");
+    let report = tick(&sb, &at(2), &[], 12);
+    assert_eq!(
+        files(&report),
+        vec![evaluated("b.js", "dependencies-unknown")]
+    );
+    assert_eq!(report["file_reads"], 0);
+    let fp = fingerprint_of(&report, &p("b.js"));
+    assert_eq!(parts(&fp)[8], "deps:unknown");
+    assert!(
+        report["files"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .ends_with("; unresolved imports: ./a"),
+        "{}",
+        report["files"][0]["reason"]
+    );
+    assert_eq!(sb.stats()["novelty"]["tracked_files"], 2);
+}
+
+#[test]
+fn an_import_that_appears_later_rechecks_the_file_that_could_not_resolve_it() {
+    let sb = Sandbox::new();
+    sb.repo
+        .write(&p("x.js"), "const later = require('./later');\n");
+    sb.repo.commit("x imports a file that does not exist yet");
+    let first = tick(&sb, &at(0), &[], 10);
+    assert_eq!(
+        parts(&fingerprint_of(&first, &p("x.js")))[8],
+        "deps:unknown"
+    );
+    assert_eq!(
+        first["files"][0]["reason"],
+        "source file of medium risk needs judgement; advisor off; unresolved imports: ./later"
+    );
+
+    sb.repo.write(&p("later.js"), util::plain_js("later.js"));
+    sb.repo.commit("add later.js");
+    let report = tick(&sb, &at(2), &[], 12);
+    assert_eq!(
+        files(&report),
+        vec![
+            evaluated("later.js", "first-seen"),
+            evaluated("x.js", "changed")
+        ]
+    );
+    assert_eq!(report["file_reads"], 1, "x.js is not read again");
+    let deps = parts(&fingerprint_of(&report, &p("x.js")))[8].to_string();
+    assert!(deps != "deps:unknown" && deps != "deps:-", "{deps}");
+}
+
+#[test]
+fn sha_unavailable_never_masquerades_as_unchanged() {
+    let sb = Sandbox::with_files(&FIVE);
+    let head = sb.repo.head();
+    tick(&sb, &at(0), &[], 10);
+
+    let report = tick(&sb, &at(2), &["--branch", "does-not-exist"], 11);
+    assert_eq!(report["verdict"]["wake"], true);
+    assert_eq!(report["verdict"]["reason"], "sha_unavailable");
+    let error = report["verdict"]["detail"]["error"].as_str().unwrap();
+    assert!(
+        error.starts_with("git log in `") && error.contains("does-not-exist"),
+        "{error}"
+    );
+    assert_eq!(report["head"], Value::Null);
+    assert_eq!(report["files"], json!([]));
+
+    let stats = sb.stats();
+    assert_eq!(
+        stats["wake"]["last_head"],
+        head.as_str(),
+        "the remembered head was overwritten"
+    );
+    assert_eq!(
+        stats["wake"]["by_reason"],
+        json!({"first_run": 1, "sha_unavailable": 1})
+    );
+
+    // The remembered head is intact, so the next good lookup is a no-op.
+    tick(&sb, &at(4), &[], 0);
+}
+
+#[test]
+fn an_unparsable_head_lookup_wakes_with_sha_unavailable() {
+    let mut sb = Sandbox::with_files(&FIVE);
+    let head = sb.repo.head();
+    tick(&sb, &at(0), &[], 10);
+
+    sb.fake_git_log("echo 'not-a-commit-id'; exit 0");
+    let report = tick(&sb, &at(2), &[], 11);
+    let error = report["verdict"]["detail"]["error"].as_str().unwrap();
+    assert!(
+        error.contains("unexpected answer `not-a-commit-id`"),
+        "{error}"
+    );
+    // The listing still works, so the tree is compared: nothing differs.
+    assert_eq!(
+        files(&report),
+        FIVE.map(|f| (p(f), "reused".to_string(), "unchanged".to_string()))
+            .to_vec()
+    );
+    assert_eq!(report["file_reads"], 0);
+    assert_eq!(report["fresh_evaluations"], 0);
+    assert_eq!(sb.stats()["wake"]["last_head"], head.as_str());
+
+    sb.real_git();
+    tick(&sb, &at(4), &[], 0);
+}
+
+#[test]
+fn a_failed_head_lookup_still_finds_the_changed_file_and_keeps_the_old_head() {
+    let mut sb = Sandbox::with_files(&FIVE);
+    let old = sb.repo.head();
+    tick(&sb, &at(0), &[], 10);
+    sb.repo.write(&p("c.js"), "// c.js\nmodule.exports = 2;\n");
+    let new = sb.repo.commit("change c.js");
+
+    sb.fake_git_log("echo 'fatal: simulated outage' >&2; exit 128");
+    let report = tick(&sb, &at(2), &[], 11);
+    assert_eq!(
+        report["verdict"]["detail"]["error"],
+        format!(
+            "git log in `{}` failed: fatal: simulated outage",
+            sb.repo.root.display()
+        )
+    );
+    let mut expected: Vec<_> = FIVE
+        .map(|f| (p(f), "reused".to_string(), "unchanged".to_string()))
+        .to_vec();
+    expected[2] = evaluated("c.js", "changed");
+    assert_eq!(files(&report), expected);
+    assert_eq!(report["file_reads"], 1);
+    assert_eq!(sb.stats()["wake"]["last_head"], old.as_str());
+
+    // With the lookup back, the head differs from the remembered one; the
+    // change was already judged, so nothing is judged again.
+    sb.real_git();
+    let report = tick(&sb, &at(4), &[], 12);
+    assert_eq!(report["verdict"]["detail"], json!({"from": old, "to": new}));
+    assert_eq!(
+        files(&report),
+        vec![(p("c.js"), "reused".into(), "unchanged".into())]
+    );
+    assert_eq!(report["fresh_evaluations"], 0);
+    assert_eq!(sb.stats()["wake"]["last_head"], new.as_str());
+}
+
+#[test]
+fn an_already_known_content_id_is_not_read_again_after_a_failed_head_lookup() {
+    let mut sb = Sandbox::with_files(&FIVE);
+    tick(&sb, &at(0), &[], 10);
+    sb.repo.write(&p("c.js"), "// c.js\nmodule.exports = 2;\n");
+    sb.repo.commit("change c.js");
+    sb.fake_git_log("exit 128");
+    let report = tick(&sb, &at(2), &[], 11);
+    assert_eq!(report["file_reads"], 1);
+
+    sb.real_git();
+    let report = tick(&sb, &at(4), &[], 12);
+    assert_eq!(
+        files(&report),
+        vec![(p("c.js"), "reused".into(), "unchanged".into())]
+    );
+    assert_eq!(
+        report["file_reads"], 0,
+        "the bytes of this content id were read by the previous tick"
+    );
+}
+
+#[test]
+fn a_first_run_without_a_head_is_a_setup_error_and_saves_nothing() {
+    let sb = Sandbox::with_files(&FIVE);
+    let out = sb.tick(&at(0), &["--branch", "does-not-exist"]);
+    expect_code(&out, 1);
+    assert_eq!(out.stdout, "");
+    assert_eq!(
+        out.stderr_line(),
+        format!(
+            "error: cannot find the latest commit of the watched path: git log in `{}` failed: \
+             fatal: bad revision 'does-not-exist'; check --repo, --branch and --path (nothing was saved)",
+            sb.repo.root.display()
+        )
+    );
+    assert!(!sb.state.exists() && !sb.journal().exists());
+
+    // Nothing was learned, so the next good tick is the first run.
+    let report = tick(&sb, &at(2), &[], 10);
+    assert_eq!(report["fresh_evaluations"], 5);
+}
+
+#[test]
+fn evidence_version_is_part_of_every_fingerprint() {
+    let sb = Sandbox::with_files(&FIVE);
+    let first = tick(&sb, &at(0), &[], 10);
+    let evidence = sb.stats()["wake"]["last_evidence"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(evidence.len(), 12);
+    for f in FIVE {
+        assert_eq!(
+            parts(&fingerprint_of(&first, &p(f)))[7],
+            format!("ev:{evidence}")
+        );
+    }
+
+    // A state written under other rules: the same document with another
+    // evidence version everywhere (same length, so the layout stays valid).
+    let other = if evidence == "000000000000" {
+        "111111111111"
+    } else {
+        "000000000000"
+    };
+    let text = fs::read_to_string(&sb.state).unwrap();
+    assert_eq!(
+        text.matches(evidence.as_str()).count(),
+        1 + 5,
+        "wake + 5 fingerprints"
+    );
+    fs::write(&sb.state, text.replace(evidence.as_str(), other)).unwrap();
+
+    let out = sb.explain(&p("a.js"), true);
+    expect_code(&out, 0);
+    assert_eq!(out.json()["verdict"], "changed: evidence differ");
+
+    let report = tick(&sb, &at(2), &[], 13);
+    assert_eq!(
+        report["verdict"]["detail"],
+        json!({"from": other, "to": evidence})
+    );
+    assert_eq!(
+        files(&report),
+        FIVE.map(|f| evaluated(f, "changed")).to_vec()
+    );
+    assert_eq!(
+        report["file_reads"], 0,
+        "the bytes are known: no file is read"
+    );
+    assert_eq!(report["requests"], 1, "only the head lookup");
+    for f in FIVE {
+        assert_eq!(
+            fingerprint_of(&report, &p(f)),
+            fingerprint_of(&first, &p(f))
+        );
+    }
+    assert_eq!(sb.stats()["wake"]["last_evidence"], evidence.as_str());
+    tick(&sb, &at(4), &[], 0);
+}
+
+#[test]
+fn a_file_over_the_size_limit_is_fingerprinted_by_its_content_id_without_a_read() {
+    let sb = Sandbox::with_files(&FIVE);
+    let report = tick(&sb, &at(0), &["--max-file-bytes", "10"], 10);
+    assert_eq!(report["file_reads"], 0);
+    assert_eq!(report["fresh_evaluations"], 5);
+    for f in FIVE {
+        let blob = sb.repo.blob(&p(f));
+        assert_eq!(parts(&fingerprint_of(&report, &p(f)))[0], &blob[..16]);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// explain and stats
+// ---------------------------------------------------------------------------
+
+#[test]
+fn explain_an_unchanged_file_says_unchanged_and_shows_every_part() {
+    let sb = Sandbox::with_files(&FIVE);
+    let first = tick(&sb, &at(0), &[], 10);
+    let fp = fingerprint_of(&first, &p("a.js"));
+    let state = snapshot(&sb.state);
+
+    let out = sb.explain(&p("a.js"), false);
+    expect_code(&out, 0);
+    let text = &out.stdout;
+    assert!(text.starts_with(&format!(
+        "file: libs/shared/a.js\nverdict: unchanged: the next look reuses the remembered decision without a read\nremembered: {fp}\ncurrent:    {fp}\n"
+    )), "{text}");
+    let header = text.lines().find(|l| l.contains("part")).expect("a table");
+    assert!(
+        header.contains("remembered") && header.contains("current"),
+        "{header}"
+    );
+    for (name, value) in PART_NAMES.iter().zip(parts(&fp)) {
+        let row = text
+            .lines()
+            .find(|l| {
+                l.trim_start_matches('│')
+                    .trim_start()
+                    .starts_with(&format!("{name} "))
+            })
+            .unwrap_or_else(|| panic!("no row for {name}:\n{text}"));
+        assert_eq!(row.matches(value).count(), 2, "{row}");
+        assert!(!row.contains("differs"), "{row}");
+    }
+
+    let out = sb.explain(&p("a.js"), true);
+    expect_code(&out, 0);
+    let e = out.json();
+    assert_eq!(e["remembered_fingerprint"], fp.as_str());
+    assert_eq!(e["current_fingerprint"], fp.as_str());
+    let names: Vec<&str> = e["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["part"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, PART_NAMES);
+    assert!(
+        e["parts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["differs"] == false)
+    );
+    assert_eq!(e["last_decision"]["outcome"], NEEDS_REVIEW);
+    assert_eq!(snapshot(&sb.state), state, "explain wrote the state");
+}
+
+#[test]
+fn explain_a_committed_but_unticked_change_names_the_part_that_differs() {
+    let sb = Sandbox::new();
+    sb.repo.write(&p("a.js"), util::plain_js("a.js"));
+    sb.repo.write(&p("b.js"), "const a = require('./a');\n");
+    sb.repo.commit("b depends on a");
+    tick(&sb, &at(0), &[], 10);
+    sb.repo.write(&p("a.js"), "// a.js\nmodule.exports = 2;\n");
+    sb.repo.commit("change a.js");
+
+    let out = sb.explain(&p("a.js"), false);
+    expect_code(&out, 0);
+    assert!(
+        out.stdout.contains("\nverdict: changed: content differ\n"),
+        "{}",
+        out.stdout
+    );
+    let row = out
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("│ content "))
+        .unwrap_or_else(|| panic!("no content row:\n{}", out.stdout));
+    assert!(row.contains("differs"), "{row}");
+
+    let differing = |file: &str| -> (String, Vec<String>) {
+        let out = sb.explain(&p(file), true);
+        expect_code(&out, 0);
+        let e = out.json();
+        let parts = e["parts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["differs"] == true)
+            .map(|p| p["part"].as_str().unwrap().to_string())
+            .collect();
+        (e["verdict"].as_str().unwrap().to_string(), parts)
+    };
+    assert_eq!(
+        differing("a.js"),
+        ("changed: content differ".into(), vec!["content".into()])
+    );
+    assert_eq!(
+        differing("b.js"),
+        (
+            "changed: dependencies differ".into(),
+            vec!["dependencies".into()]
+        )
+    );
+}
+
+#[test]
+fn stats_without_a_state_exits_1_and_says_to_tick_first() {
+    let sb = Sandbox::new();
+    let out = sb.sentinel(["stats", "--state"]).arg(&sb.state).output();
+    expect_code(&out, 1);
+    assert_eq!(
+        out.stderr_line(),
+        format!(
+            "error: no state file at `{}` yet; run `sentinel tick` first, or point --state at an existing one",
+            sb.state.display()
+        )
+    );
+    assert_eq!(out.stdout, "");
+}
+
+#[test]
+fn state_example_json_loads() {
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/state.example.json");
+    let sb = Sandbox::new();
+    let out = sb.sentinel(["stats", "--state", example]).output();
+    expect_code(&out, 0);
+    assert_eq!(out.stderr, "");
+    let text = &out.stdout;
+    let titles: Vec<usize> = ["│ wake gate ", "│ novelty gate ", "│ outcomes "]
+        .iter()
+        .map(|t| {
+            text.find(t)
+                .unwrap_or_else(|| panic!("no {t} table:\n{text}"))
+        })
+        .collect();
+    assert!(
+        titles.windows(2).all(|w| w[0] < w[1]),
+        "tables out of order:\n{text}"
+    );
+
+    let out = sb
+        .sentinel(["stats", "--json", "--state", example])
+        .output();
+    expect_code(&out, 0);
+    let s = out.json();
+    let w = &s["wake"];
+    assert_eq!(u(&w["ticks"]), u(&w["wakes"]) + u(&w["noops"]), "{w}");
+    let by_reason: u64 = w["by_reason"].as_object().unwrap().values().map(u).sum();
+    assert_eq!(by_reason, u(&w["ticks"]), "{w}");
+}
+
+// ---------------------------------------------------------------------------
+// The command line
+// ---------------------------------------------------------------------------
+
+#[test]
+fn help_names_every_exit_code() {
+    let sb = Sandbox::new();
+    let out = sb.sentinel(["tick", "--help"]).output();
+    expect_code(&out, 0);
+    let help = &out.stdout;
+    for needle in [
+        "10..17",
+        "10 first_run",
+        "11 sha_unavailable",
+        "12 repo_changed",
+        "13 evidence_changed",
+        "14 backlog",
+        "observation_due",
+        "opportunity_due",
+        "autonomy_due",
+        "[env: SENTINEL_STATE=]",
+        "[env: SENTINEL_NOW=]",
+    ] {
+        assert!(
+            help.contains(needle),
+            "--help does not mention {needle}:\n{help}"
+        );
+    }
+    for (code, word) in [
+        ("0", "none:"),
+        ("20", "busy:"),
+        ("1", "error"),
+        ("2", "usage"),
+    ] {
+        assert!(
+            help.lines()
+                .any(|l| l.split_whitespace().take(2).eq([code, word])),
+            "--help has no line for exit code {code}:\n{help}"
+        );
+    }
+}
+
+#[test]
+fn a_usage_error_exits_2_and_touches_nothing() {
+    let sb = Sandbox::with_files(&FIVE);
+    let out = sb.tick(&at(0), &["--batch", "x"]);
+    expect_code(&out, 2);
+    assert_eq!(out.stdout, "");
+    assert!(
+        out.stderr
+            .starts_with("error: invalid value 'x' for '--batch <N>'"),
+        "{}",
+        out.stderr
+    );
+    assert!(!sb.state.parent().unwrap().exists());
+}
+
+#[test]
+fn a_time_that_is_not_rfc3339_is_a_usage_error_naming_rfc3339() {
+    let sb = Sandbox::with_files(&FIVE);
+    let out = sb.tick("yesterday", &[]);
+    expect_code(&out, 2);
+    assert!(
+        out.stderr.starts_with(
+            "error: invalid value 'yesterday' for '--now <RFC3339>': `yesterday` is not an RFC 3339 time"
+        ),
+        "{}",
+        out.stderr
+    );
+
+    let out = sb
+        .sentinel(["tick", "--path", WATCHED])
+        .arg("--repo")
+        .arg(&sb.repo.root)
+        .arg("--state")
+        .arg(&sb.state)
+        .env("SENTINEL_NOW", "yesterday")
+        .output();
+    expect_code(&out, 2);
+    assert!(out.stderr.contains("RFC 3339"), "{}", out.stderr);
+    assert!(!sb.state.parent().unwrap().exists());
+}
+
+#[test]
+fn every_setting_can_come_from_the_environment() {
+    let sb = Sandbox::with_files(&FIVE);
+    let out = sb
+        .sentinel(["tick"])
+        .env("SENTINEL_REPO", &sb.repo.root)
+        .env("SENTINEL_PATH", WATCHED)
+        .env("SENTINEL_STATE", &sb.state)
+        .env("SENTINEL_NOW", at(0))
+        .env("SENTINEL_BATCH", "2")
+        .env("SENTINEL_JSON", "1")
+        .output();
+    expect_code(&out, 10);
+    let report = out.json();
+    assert_eq!(report["fresh_evaluations"], 2);
+    assert_eq!(report["pending"], 3);
+    assert!(sb.state.is_file());
+    let stats = sb
+        .sentinel(["stats", "--json"])
+        .env("SENTINEL_STATE", &sb.state)
+        .output();
+    expect_code(&stats, 0);
+    let stats = stats.json();
+    assert_eq!(stats["wake"]["ticks"], 1);
+    assert_eq!(stats["novelty"]["pending"], 3);
+}
+
+#[test]
+fn a_repo_that_is_not_a_directory_exits_1_naming_it() {
+    let sb = Sandbox::new();
+    let missing = sb.root().join("no-such-clone");
+    let out = sb
+        .sentinel(["tick", "--now", &at(0)])
+        .arg("--repo")
+        .arg(&missing)
+        .arg("--state")
+        .arg(&sb.state)
+        .output();
+    expect_code(&out, 1);
+    assert_eq!(
+        out.stderr_line(),
+        format!(
+            "error: --repo `{}` is not a directory; run sentinel inside a git clone or point --repo at one",
+            missing.display()
+        )
+    );
+    assert!(!sb.state.parent().unwrap().exists());
+}
+
+#[test]
+fn the_default_state_lives_in_the_clone_and_stays_out_of_git_status() {
+    let sb = Sandbox::with_files(&FIVE);
+    let out = sb
+        .sentinel(["tick", "--now", &at(0), "--path", WATCHED])
+        .current_dir(&sb.repo.root)
+        .output();
+    expect_code(&out, 10);
+    let state = sb.repo.root.join(".sentinel").join("state.json");
+    assert!(state.is_file());
+    assert_eq!(sb.repo.git(&["status", "--porcelain"]), "");
+    let out = sb
+        .sentinel(["tick", "--now", &at(2), "--path", WATCHED])
+        .current_dir(&sb.repo.root)
+        .output();
+    expect_code(&out, 0);
+    assert!(util::sidecar(&state, ".noops").is_file());
+}
