@@ -2,13 +2,16 @@
 
 use std::io::Write;
 
-use anyhow::{Result, bail};
+use anyhow::{Result, anyhow, bail};
 use chrono::Utc;
 
-use crate::cli::{Cli, Command, ExplainArgs, SourceArgs, SourceKind, StatsArgs, TickArgs};
+use crate::cli::{
+    Cli, Command, Environment, ExplainArgs, SourceArgs, SourceChoice, StatsArgs, TickArgs,
+};
 use crate::report::{self, explain, stats};
 use crate::source::Source;
 use crate::source::git::GitSource;
+use crate::source::gitlab::GitLabSource;
 use crate::state::{journal, store};
 use crate::tick::{self, TickConfig};
 
@@ -21,24 +24,22 @@ pub fn run(cli: Cli) -> Result<u8> {
     }
 }
 
-fn make_source(args: &SourceArgs) -> Result<Box<dyn Source>> {
-    if !args.repo.is_dir() {
-        bail!(
-            "--repo `{}` is not a directory; run sentinel inside a git clone or point --repo at one",
-            args.repo.display()
-        );
-    }
-    let path = args.watched_path()?;
-    Ok(match args.source {
-        SourceKind::Git => Box::new(GitSource::new(args.repo.clone(), args.branch.clone(), path)),
-    })
+fn make_source(args: &SourceArgs) -> Result<(Box<dyn Source>, String)> {
+    let env = Environment::from_lookup(|k| std::env::var(k).ok());
+    let choice = args.choose(&env)?;
+    let rev = choice.rev();
+    let source: Box<dyn Source> = match choice {
+        SourceChoice::Git { repo, branch, path } => Box::new(GitSource::new(repo, branch, path)),
+        SourceChoice::Gitlab(cfg) => Box::new(GitLabSource::new(cfg).map_err(|e| anyhow!("{e}"))?),
+    };
+    Ok((source, rev))
 }
 
 fn run_tick(args: TickArgs) -> Result<u8> {
-    let mut source = make_source(&args.source)?;
+    let (mut source, rev) = make_source(&args.source)?;
     let cfg = TickConfig {
         state: args.state.resolve(&args.source.repo),
-        rev: args.source.rev(),
+        rev,
         batch: args.batch,
         dry_run: args.dry_run,
         max_files: args.max_files,
@@ -83,11 +84,11 @@ fn run_explain(args: ExplainArgs) -> Result<u8> {
         );
     };
     let file = args.file.trim_start_matches("./").to_string();
-    let mut source = make_source(&args.source)?;
+    let (mut source, rev) = make_source(&args.source)?;
     let current = tick::current_fingerprint(
         &state,
         source.as_mut(),
-        &args.source.rev(),
+        &rev,
         &file,
         tick::DEFAULT_MAX_FILE_BYTES,
         &tick::current_evidence(),

@@ -54,23 +54,85 @@ pub enum Command {
 pub enum SourceKind {
     /// A local git clone (no network, no token).
     Git,
+    /// The GitLab REST API v4 (no clone; a token with the read_api scope).
+    Gitlab,
 }
 
 /// Where the watched files come from.
 #[derive(Debug, Clone, Args)]
 pub struct SourceArgs {
-    /// Where the watched files come from.
-    #[arg(long, env = "SENTINEL_SOURCE", value_enum, default_value = "git")]
-    pub source: SourceKind,
-    /// The git clone to watch.
+    /// Where the watched files come from [default: gitlab when a GitLab URL
+    /// is configured, else git].
+    #[arg(long, env = "SENTINEL_SOURCE", value_enum)]
+    pub source: Option<SourceKind>,
+    /// The git clone to watch (git source); also where the default state lives.
     #[arg(long, env = "SENTINEL_REPO", value_name = "DIR", default_value = ".")]
     pub repo: PathBuf,
-    /// The branch to watch [default: the clone's current branch].
+    /// The branch to watch [default: the clone's current branch; for GitLab,
+    /// CI_DEFAULT_BRANCH].
     #[arg(long, env = "SENTINEL_BRANCH", value_name = "NAME")]
     pub branch: Option<String>,
     /// The watched directory, relative to the repository root [default: the whole repository].
     #[arg(long, env = "SENTINEL_PATH", value_name = "DIR")]
     pub path: Option<String>,
+    /// The GitLab API base, e.g. https://gitlab.example.com/api/v4 [default: CI_API_V4_URL].
+    /// The token comes only from the environment: SENTINEL_GITLAB_TOKEN or GITLAB_TOKEN.
+    #[arg(long, env = "SENTINEL_GITLAB_URL", value_name = "URL")]
+    pub gitlab_url: Option<String>,
+    /// The GitLab project: numeric id or group/project [default: CI_PROJECT_ID].
+    #[arg(long, env = "SENTINEL_PROJECT", value_name = "ID")]
+    pub project: Option<String>,
+    /// PEM bundle of the CA of a self-hosted GitLab [default: SSL_CERT_FILE].
+    #[arg(long, env = "SENTINEL_CA_FILE", value_name = "PATH")]
+    pub ca_file: Option<PathBuf>,
+    /// Seconds a GitLab request may take, connection included.
+    #[arg(
+        long,
+        env = "SENTINEL_HTTP_TIMEOUT",
+        value_name = "SECS",
+        default_value_t = 30
+    )]
+    pub http_timeout: u64,
+    /// Record Retry-After waits instead of sleeping (for tests).
+    #[arg(long, env = "SENTINEL_FAKE_SLEEP", hide = true, value_parser = clap::builder::BoolishValueParser::new())]
+    pub fake_sleep: bool,
+}
+
+/// Variables that GitLab CI (or the user) sets, read once by the shell.
+#[derive(Debug, Clone, Default)]
+pub struct Environment {
+    pub ci_api_v4_url: Option<String>,
+    pub ci_project_id: Option<String>,
+    pub ci_default_branch: Option<String>,
+    pub ci_job_token_set: bool,
+    pub token: Option<String>,
+    pub ssl_cert_file: Option<PathBuf>,
+}
+
+impl Environment {
+    /// Read from a lookup function (the process environment in `app`).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Environment {
+        let non_empty = |k: &str| get(k).filter(|v| !v.trim().is_empty());
+        Environment {
+            ci_api_v4_url: non_empty("CI_API_V4_URL"),
+            ci_project_id: non_empty("CI_PROJECT_ID"),
+            ci_default_branch: non_empty("CI_DEFAULT_BRANCH"),
+            ci_job_token_set: non_empty("CI_JOB_TOKEN").is_some(),
+            token: non_empty("SENTINEL_GITLAB_TOKEN").or_else(|| non_empty("GITLAB_TOKEN")),
+            ssl_cert_file: non_empty("SSL_CERT_FILE").map(PathBuf::from),
+        }
+    }
+}
+
+/// The source to build, with every setting resolved.
+#[derive(Debug, Clone)]
+pub enum SourceChoice {
+    Git {
+        repo: PathBuf,
+        branch: Option<String>,
+        path: Option<String>,
+    },
+    Gitlab(crate::source::gitlab::GitLabConfig),
 }
 
 #[derive(Debug, Clone, Args)]
@@ -177,9 +239,78 @@ impl SourceArgs {
         })
     }
 
-    /// The revision to watch: the branch, or the clone's current branch.
+    /// Resolve flags and environment into one source, or say what is missing.
+    pub fn choose(&self, env: &Environment) -> Result<SourceChoice> {
+        let path = self.watched_path()?;
+        let url = self
+            .gitlab_url
+            .clone()
+            .or_else(|| env.ci_api_v4_url.clone());
+        let kind = self.source.unwrap_or(if url.is_some() {
+            SourceKind::Gitlab
+        } else {
+            SourceKind::Git
+        });
+        if kind == SourceKind::Git {
+            if !self.repo.is_dir() {
+                bail!(
+                    "--repo `{}` is not a directory; run sentinel inside a git clone or point --repo at one",
+                    self.repo.display()
+                );
+            }
+            return Ok(SourceChoice::Git {
+                repo: self.repo.clone(),
+                branch: self.branch.clone(),
+                path,
+            });
+        }
+        let Some(base) = url else {
+            bail!(
+                "the GitLab source needs the API base: set --gitlab-url or SENTINEL_GITLAB_URL (CI_API_V4_URL inside GitLab CI)"
+            );
+        };
+        let Some(project) = self.project.clone().or_else(|| env.ci_project_id.clone()) else {
+            bail!(
+                "the GitLab source needs a project: set --project or SENTINEL_PROJECT to its numeric id or group/project (CI_PROJECT_ID inside GitLab CI)"
+            );
+        };
+        let Some(branch) = self
+            .branch
+            .clone()
+            .or_else(|| env.ci_default_branch.clone())
+        else {
+            bail!(
+                "the GitLab source needs a branch: set --branch or SENTINEL_BRANCH (CI_DEFAULT_BRANCH inside GitLab CI)"
+            );
+        };
+        if env.token.is_none() && env.ci_job_token_set {
+            bail!(
+                "CI_JOB_TOKEN cannot read the commit list, tree or compare endpoints; set SENTINEL_GITLAB_TOKEN to a project access token with the read_api scope (as a masked CI/CD variable)"
+            );
+        }
+        if self.http_timeout == 0 {
+            bail!("--http-timeout must be at least 1 second");
+        }
+        Ok(SourceChoice::Gitlab(crate::source::gitlab::GitLabConfig {
+            base,
+            project,
+            branch,
+            path,
+            token: env.token.clone().map(crate::source::gitlab::Token::new),
+            timeout: std::time::Duration::from_secs(self.http_timeout),
+            ca_file: self.ca_file.clone().or_else(|| env.ssl_cert_file.clone()),
+            fake_sleep: self.fake_sleep,
+        }))
+    }
+}
+
+impl SourceChoice {
+    /// The revision listed when the head is unknown.
     pub fn rev(&self) -> String {
-        self.branch.clone().unwrap_or_else(|| "HEAD".to_string())
+        match self {
+            SourceChoice::Git { branch, .. } => branch.clone().unwrap_or_else(|| "HEAD".into()),
+            SourceChoice::Gitlab(cfg) => cfg.branch.clone(),
+        }
     }
 }
 
@@ -206,13 +337,95 @@ mod tests {
         }
     }
 
+    fn base_args() -> SourceArgs {
+        SourceArgs {
+            source: None,
+            repo: ".".into(),
+            branch: None,
+            path: None,
+            gitlab_url: None,
+            project: None,
+            ca_file: None,
+            http_timeout: 30,
+            fake_sleep: false,
+        }
+    }
+
+    fn ci_env() -> Environment {
+        Environment {
+            ci_api_v4_url: Some("https://gitlab.example.com/api/v4".into()),
+            ci_project_id: Some("42".into()),
+            ci_default_branch: Some("main".into()),
+            ..Environment::default()
+        }
+    }
+
+    #[test]
+    fn inside_gitlab_ci_the_source_configures_itself() {
+        let SourceChoice::Gitlab(cfg) = base_args().choose(&ci_env()).unwrap() else {
+            panic!("a GitLab URL selects the GitLab source");
+        };
+        assert_eq!(
+            (cfg.base.as_str(), cfg.project.as_str(), cfg.branch.as_str()),
+            ("https://gitlab.example.com/api/v4", "42", "main")
+        );
+    }
+
+    #[test]
+    fn flags_win_over_ci_variables_and_git_stays_the_default_outside_ci() {
+        let args = SourceArgs {
+            project: Some("group/project".into()),
+            branch: Some("develop".into()),
+            ..base_args()
+        };
+        let SourceChoice::Gitlab(cfg) = args.choose(&ci_env()).unwrap() else {
+            panic!("gitlab expected");
+        };
+        assert_eq!(
+            (cfg.project.as_str(), cfg.branch.as_str()),
+            ("group/project", "develop")
+        );
+        assert!(matches!(
+            base_args().choose(&Environment::default()).unwrap(),
+            SourceChoice::Git { .. }
+        ));
+    }
+
+    #[test]
+    fn a_job_token_alone_names_the_variable_to_set() {
+        let env = Environment {
+            ci_job_token_set: true,
+            ..ci_env()
+        };
+        let err = base_args().choose(&env).unwrap_err().to_string();
+        assert!(err.contains("SENTINEL_GITLAB_TOKEN"), "{err}");
+        assert!(err.contains("CI_JOB_TOKEN"), "{err}");
+    }
+
+    #[test]
+    fn a_missing_gitlab_setting_names_its_variable() {
+        let args = SourceArgs {
+            source: Some(SourceKind::Gitlab),
+            ..base_args()
+        };
+        let err = args
+            .choose(&Environment::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("SENTINEL_GITLAB_URL"), "{err}");
+        let env = Environment {
+            ci_project_id: None,
+            ..ci_env()
+        };
+        let err = base_args().choose(&env).unwrap_err().to_string();
+        assert!(err.contains("SENTINEL_PROJECT"), "{err}");
+    }
+
     #[test]
     fn watched_path_is_normalised_and_kept_inside_the_repo() {
         let args = |p: &str| SourceArgs {
-            source: SourceKind::Git,
-            repo: ".".into(),
-            branch: None,
             path: Some(p.into()),
+            ..base_args()
         };
         assert_eq!(
             args("./libs/shared/").watched_path().unwrap(),

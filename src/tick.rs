@@ -17,7 +17,7 @@ use crate::gate::deps;
 use crate::gate::novelty::{self, Novelty, Parts};
 use crate::gate::policy::{self, EvidenceInputs, hex};
 use crate::gate::wake::{self, Detail, Reason, Verdict, WakeInput};
-use crate::source::{Change, Entry, Source, SourceError};
+use crate::source::{Change, Entry, RequestCounts, Source, SourceError};
 use crate::state::store::{self, LockAttempt};
 use crate::state::{ContentFacts, Decision, FileRecord, Outcome, State, journal};
 
@@ -73,6 +73,10 @@ pub struct TickReport {
     pub counts: BTreeMap<&'static str, u64>,
     pub pending: u64,
     pub requests: u64,
+    /// Requests per kind: head, list, read, compare, history.
+    pub requests_by_kind: RequestCounts,
+    /// Waits the source asked for (`Retry-After`), in milliseconds.
+    pub slept_ms: Vec<u64>,
     pub file_reads: u64,
     pub fresh_evaluations: u64,
     pub state_written: bool,
@@ -90,6 +94,8 @@ impl TickReport {
             counts: BTreeMap::new(),
             pending: 0,
             requests: 0,
+            requests_by_kind: RequestCounts::default(),
+            slept_ms: Vec::new(),
             file_reads: 0,
             fresh_evaluations: 0,
             state_written: false,
@@ -156,6 +162,9 @@ pub fn run(cfg: &TickConfig, source: &mut dyn Source) -> Result<TickReport> {
     let verdict = wake::evaluate(&header, &input);
     // Before anything is remembered, an unknown head is a setup problem, not
     // a hiccup: waking on it every tick would hide it behind exit codes.
+    if let Err(SourceError::Config(e)) = &head {
+        anyhow::bail!("{e} (nothing was saved)");
+    }
     if let (Reason::FirstRun, Err(e)) = (verdict.reason, &head) {
         anyhow::bail!(
             "cannot find the latest commit of the watched path: {e}; check --repo, --branch and --path (nothing was saved)"
@@ -171,6 +180,7 @@ pub fn run(cfg: &TickConfig, source: &mut dyn Source) -> Result<TickReport> {
             journal::append(&cfg.state, header.journal, cfg.now, short)?;
         }
         report.requests = source.requests();
+        report.requests_by_kind = source.request_counts();
         return Ok(report);
     }
 
@@ -188,9 +198,10 @@ pub fn run(cfg: &TickConfig, source: &mut dyn Source) -> Result<TickReport> {
         evidence: &evidence,
         fresh: 0,
         reads: 0,
+        source_down: None,
         notes: Vec::new(),
     };
-    let (settled, mut candidates) = work.plan(&mut state, &verdict, head.as_deref());
+    let (settled, mut candidates) = work.plan(&mut state, &verdict, head.as_deref())?;
     // The wake's own files come first, then what earlier wakes left over.
     let old_backlog = std::mem::take(&mut state.backlog);
     let mut seen: BTreeSet<String> = candidates.iter().cloned().collect();
@@ -199,7 +210,12 @@ pub fn run(cfg: &TickConfig, source: &mut dyn Source) -> Result<TickReport> {
             candidates.push(p);
         }
     }
-    let files = work.process(&mut state, &candidates);
+    let files = work.process(&mut state, &candidates)?;
+    if let Some(e) = &work.source_down {
+        work.notes.push(format!(
+            "stopped reading: {e}; the files not read wait in the backlog"
+        ));
+    }
     let (fresh, reads, mut notes) = (work.fresh, work.reads, work.notes);
 
     for gone in novelty::evict(state.files.iter(), state.files.len(), cfg.max_files) {
@@ -263,6 +279,8 @@ pub fn run(cfg: &TickConfig, source: &mut dyn Source) -> Result<TickReport> {
     report.files = files;
     report.counts = counts;
     report.requests = source.requests();
+    report.requests_by_kind = source.request_counts();
+    report.slept_ms = source.waits_ms();
     report.file_reads = reads;
     report.fresh_evaluations = fresh;
     report.notes = notes;
@@ -280,7 +298,17 @@ struct Work<'a> {
     evidence: &'a str,
     fresh: u64,
     reads: u64,
+    /// Set when the source failed a read: no further reads this tick.
+    source_down: Option<String>,
     notes: Vec<String>,
+}
+
+/// A configuration error ends the tick; anything else is noted and the tick goes on.
+fn fatal(e: SourceError) -> Result<SourceError> {
+    match e {
+        SourceError::Config(msg) => Err(anyhow::anyhow!("{msg} (nothing was saved)")),
+        other => Ok(other),
+    }
 }
 
 impl Work<'_> {
@@ -291,8 +319,8 @@ impl Work<'_> {
         state: &mut State,
         verdict: &Verdict,
         head: Option<&str>,
-    ) -> (bool, Vec<String>) {
-        match verdict.reason {
+    ) -> Result<(bool, Vec<String>)> {
+        Ok(match verdict.reason {
             Reason::FirstRun | Reason::ShaUnavailable => {
                 let at = head.unwrap_or(&self.cfg.rev).to_string();
                 match self.source.list(&at) {
@@ -301,6 +329,7 @@ impl Work<'_> {
                         (true, state.files.keys().cloned().collect())
                     }
                     Err(e) => {
+                        let e = fatal(e)?;
                         self.notes.push(format!("listing failed: {e}"));
                         (false, Vec::new())
                     }
@@ -309,16 +338,18 @@ impl Work<'_> {
             Reason::RepoChanged => {
                 let (from, to) = match &verdict.detail {
                     Some(Detail::Change { from, to }) => (from.clone(), to.clone()),
-                    _ => return (false, Vec::new()),
+                    _ => return Ok((false, Vec::new())),
                 };
                 let changed = match self.source.changes(&from, &to) {
                     Ok(changes) => Some(apply_changes(state, changes, self.cfg.now)),
                     Err(e) => {
+                        let e = fatal(e)?;
                         self.notes
                             .push(format!("compare failed ({e}); fell back to the listing"));
                         match self.source.list(&to) {
                             Ok(entries) => Some(self.sync(state, entries)),
                             Err(e) => {
+                                let e = fatal(e)?;
                                 self.notes.push(format!("listing failed: {e}"));
                                 None
                             }
@@ -326,13 +357,64 @@ impl Work<'_> {
                     }
                 };
                 match changed {
-                    Some(changed) => (true, with_dependents(state, changed)),
+                    Some(mut changed) => {
+                        self.rollbacks(state, &from, &to, &mut changed)?;
+                        (true, with_dependents(state, changed))
+                    }
                     None => (false, Vec::new()),
                 }
             }
             Reason::EvidenceChanged => (true, state.files.keys().cloned().collect()),
             _ => (true, Vec::new()),
+        })
+    }
+
+    /// Revert commits raise the rollback streak of the files they touch,
+    /// even when the revert leaves the bytes as they were (the streak is part
+    /// of the fingerprint, so those files are looked at again); a file changed
+    /// in the range by anything else starts over at zero.
+    fn rollbacks(
+        &mut self,
+        state: &mut State,
+        from: &str,
+        to: &str,
+        changed: &mut Changed,
+    ) -> Result<()> {
+        let reverts = match self.source.reverts(from, to) {
+            Ok(r) => r,
+            Err(e) => {
+                let e = fatal(e)?;
+                self.notes.push(format!("rollback lookup failed: {e}"));
+                return Ok(());
+            }
+        };
+        let mut raised: BTreeMap<&str, u32> = BTreeMap::new();
+        for paths in &reverts {
+            for p in paths {
+                *raised.entry(p.as_str()).or_default() += 1;
+            }
         }
+        for p in changed.added.iter().chain(&changed.modified) {
+            if let Some(r) = state.files.get_mut(p)
+                && !raised.contains_key(p.as_str())
+            {
+                r.rollback_streak = 0;
+            }
+        }
+        for (p, n) in raised {
+            if let Some(r) = state.files.get_mut(p) {
+                r.rollback_streak = r.rollback_streak.saturating_add(n);
+                if !changed
+                    .added
+                    .iter()
+                    .chain(&changed.modified)
+                    .any(|c| c == p)
+                {
+                    changed.modified.push(p.to_string());
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Replace the remembered tree with a listing; returns the changed paths.
@@ -368,29 +450,34 @@ impl Work<'_> {
         changed
     }
 
-    fn process(&mut self, state: &mut State, candidates: &[String]) -> Vec<FileReport> {
+    fn process(&mut self, state: &mut State, candidates: &[String]) -> Result<Vec<FileReport>> {
         let mut out = Vec::with_capacity(candidates.len());
         for path in candidates {
             if state.files.contains_key(path) {
-                out.push(self.process_one(state, path));
+                out.push(self.process_one(state, path)?);
             }
         }
-        out
+        Ok(out)
     }
 
     fn batch_full(&self) -> bool {
         self.cfg.batch > 0 && self.fresh >= self.cfg.batch as u64
     }
 
-    fn process_one(&mut self, state: &mut State, path: &str) -> FileReport {
+    fn process_one(&mut self, state: &mut State, path: &str) -> Result<FileReport> {
         let now = self.cfg.now;
         let (role, risk) = policy::classify(path);
         let record = &state.files[path];
+        let why_pending = if self.source_down.is_some() {
+            "the source is unavailable"
+        } else {
+            "the batch limit is reached"
+        };
         let pending = |novelty: Novelty, fingerprint: Option<String>| FileReport {
             path: path.to_string(),
             outcome: Outcome::Pending,
             reason: format!(
-                "{}; left for a later tick by the batch limit",
+                "{}; left for a later tick by {why_pending}",
                 novelty.as_str()
             ),
             novelty: Some(novelty),
@@ -407,8 +494,8 @@ impl Work<'_> {
                 } else {
                     Novelty::FirstSeen
                 };
-                if self.batch_full() {
-                    return pending(novelty, None);
+                if self.batch_full() || self.source_down.is_some() {
+                    return Ok(pending(novelty, None));
                 }
                 let blob = record.blob.clone();
                 match read_facts(&mut *self.source, path, &blob, self.cfg.max_file_bytes) {
@@ -417,13 +504,17 @@ impl Work<'_> {
                         f
                     }
                     Err(e) => {
-                        return FileReport {
+                        // A source that cannot answer now will not answer the
+                        // next file either: keep the rest for a later tick.
+                        let e = fatal(e)?;
+                        self.source_down = Some(e.to_string());
+                        return Ok(FileReport {
                             path: path.to_string(),
-                            outcome: Outcome::Failed,
-                            reason: format!("could not read the file: {e}"),
+                            outcome: Outcome::Pending,
+                            reason: format!("{}; could not read the file: {e}", novelty.as_str()),
                             novelty: Some(novelty),
                             fingerprint: None,
-                        };
+                        });
                     }
                 }
             }
@@ -441,16 +532,16 @@ impl Work<'_> {
                 .decision
                 .as_ref()
                 .expect("unchanged implies a decision");
-            return FileReport {
+            return Ok(FileReport {
                 path: path.to_string(),
                 outcome: Outcome::Reused,
                 reason: format!("unchanged since {}: {}", prev.outcome.as_str(), prev.reason),
                 novelty: Some(verdict),
                 fingerprint: Some(fp),
-            };
+            });
         }
         if self.batch_full() {
-            return pending(verdict, Some(fp));
+            return Ok(pending(verdict, Some(fp)));
         }
         self.fresh += 1;
         let mut decision = policy::decide(role, risk);
@@ -471,13 +562,13 @@ impl Work<'_> {
             },
             now,
         );
-        FileReport {
+        Ok(FileReport {
             path: path.to_string(),
             outcome: decision.outcome,
             reason: decision.reason,
             novelty: Some(verdict),
             fingerprint: Some(fp),
-        }
+        })
     }
 }
 
@@ -520,6 +611,7 @@ pub fn fingerprint_of(
     evidence: &str,
 ) -> (String, deps::Resolved) {
     let (role, risk) = policy::classify(path);
+    let record_streak = files.get(path).map_or(0, |r| r.rollback_streak);
     let resolved = deps::resolve(path, &facts.imports, &|p| files.contains_key(p));
     let deps_known = resolved.unresolved.is_empty();
     let dep_ids: Vec<(String, String)> = resolved
@@ -531,9 +623,9 @@ pub fn fingerprint_of(
         content: &facts.hash,
         risk: risk.as_str(),
         role: role.as_str(),
-        confidence: policy::confidence(role, 0, 0),
+        confidence: policy::confidence(role, record_streak, 0),
         status: STATUS,
-        rollback_streak: 0,
+        rollback_streak: record_streak,
         penalty: 0,
         evidence,
         deps: deps_known.then_some(dep_ids.as_slice()),

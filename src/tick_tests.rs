@@ -373,3 +373,114 @@ fn an_unresolvable_relative_import_makes_the_file_dependencies_unknown() {
             .ends_with("|deps:unknown")
     );
 }
+
+#[test]
+fn a_revert_raises_the_rollback_streak_and_an_ordinary_change_resets_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut src = five_files();
+    tick(&cfg(dir.path(), t0()), &mut src);
+    src.amend(&[("libs/shared/c.js", "// c reverted\n")]);
+    src.reverts = vec![vec!["libs/shared/c.js".to_string()]];
+    let (r, _) = tick(&cfg(dir.path(), t0() + Duration::hours(1)), &mut src);
+    let fp = r.files[0].fingerprint.clone().unwrap();
+    assert!(fp.contains("|0.60|under_observation|1|0|"), "{fp}");
+    assert_eq!(
+        load(dir.path()).files["libs/shared/c.js"].rollback_streak,
+        1
+    );
+
+    src.amend(&[("libs/shared/c.js", "// c fixed\n")]);
+    let (r, _) = tick(&cfg(dir.path(), t0() + Duration::hours(2)), &mut src);
+    let fp = r.files[0].fingerprint.clone().unwrap();
+    assert!(fp.contains("|0.70|under_observation|0|0|"), "{fp}");
+}
+
+#[test]
+fn a_configuration_error_from_the_source_stops_the_tick_and_saves_nothing() {
+    struct Refusing;
+    impl Source for Refusing {
+        fn head(&mut self) -> Result<String, SourceError> {
+            Err(SourceError::Config("401: set SENTINEL_GITLAB_TOKEN".into()))
+        }
+        fn list(&mut self, _: &str) -> Result<Vec<Entry>, SourceError> {
+            unreachable!("nothing after a refused head")
+        }
+        fn changes(&mut self, _: &str, _: &str) -> Result<Vec<Change>, SourceError> {
+            unreachable!("nothing after a refused head")
+        }
+        fn read(&mut self, _: &str, _: u64) -> Result<Vec<u8>, SourceError> {
+            unreachable!("nothing after a refused head")
+        }
+        fn request_counts(&self) -> RequestCounts {
+            RequestCounts::default()
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut src = five_files();
+    tick(&cfg(dir.path(), t0()), &mut src);
+    let before = fs::read(dir.path().join("state.json")).unwrap();
+    let err = run(&cfg(dir.path(), t0() + Duration::minutes(2)), &mut Refusing)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("SENTINEL_GITLAB_TOKEN"), "{err}");
+    assert_eq!(fs::read(dir.path().join("state.json")).unwrap(), before);
+    assert!(!journal::path_for(&dir.path().join("state.json")).exists());
+}
+
+#[test]
+fn a_read_the_source_cannot_answer_leaves_that_file_and_the_rest_pending() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut src = five_files();
+    let mut c = cfg(dir.path(), t0());
+    c.max_file_bytes = 1 << 20;
+    tick(&c, &mut src);
+    src.amend(&[
+        ("libs/shared/a.js", "// a v2\n"),
+        ("libs/shared/c.js", "// c v2\n"),
+    ]);
+    // Drop every stored version so reads fail as an unavailable server would.
+    let mut down = MemorySource::new();
+    std::mem::swap(&mut down, &mut src);
+    let head = down.head().unwrap();
+    let changes = down.changes(&format!("{:040x}", 1), &head).unwrap();
+    assert_eq!(changes.len(), 2);
+    struct NoReads(MemorySource);
+    impl Source for NoReads {
+        fn head(&mut self) -> Result<String, SourceError> {
+            self.0.head()
+        }
+        fn list(&mut self, at: &str) -> Result<Vec<Entry>, SourceError> {
+            self.0.list(at)
+        }
+        fn changes(&mut self, f: &str, t: &str) -> Result<Vec<Change>, SourceError> {
+            self.0.changes(f, t)
+        }
+        fn read(&mut self, _: &str, _: u64) -> Result<Vec<u8>, SourceError> {
+            Err(SourceError::Unavailable("429 three times".into()))
+        }
+        fn request_counts(&self) -> RequestCounts {
+            self.0.request_counts()
+        }
+    }
+    let mut flaky = NoReads(down);
+    c.now += Duration::hours(1);
+    let r = run(&c, &mut flaky).unwrap();
+    assert_eq!(r.exit_code, 12);
+    // b.js only imports a.js: its bytes are known, so it needs no read.
+    assert_eq!(
+        outcomes(&r),
+        [
+            ("libs/shared/a.js".into(), "pending"),
+            ("libs/shared/c.js".into(), "pending"),
+            ("libs/shared/b.js".into(), "needs_review")
+        ]
+    );
+    assert_eq!(r.pending, 2);
+    assert!(r.notes.iter().any(|n| n.starts_with("stopped reading")));
+    // The next tick, with reads back, is a backlog wake that finishes the job.
+    let mut back = flaky.0;
+    c.now += Duration::minutes(2);
+    let r = run(&c, &mut back).unwrap();
+    assert_eq!(r.exit_code, 14);
+    assert_eq!(r.pending, 0);
+}

@@ -117,7 +117,11 @@ fn ordinary_day_wakes_twice_and_noops_718_times() {
                         report["verdict"]["detail"],
                         json!({"from": first_head, "to": noon_head})
                     );
-                    assert_eq!(report["requests"], 3, "head + compare + 1 read");
+                    assert_eq!(
+                        report["requests_by_kind"],
+                        json!({"head": 1, "list": 0, "read": 1, "compare": 1, "history": 1}),
+                        "head + compare + rollback lookup + 1 read"
+                    );
                     assert_eq!(files(&report), vec![evaluated("c.js", "changed")]);
                 }
                 _ => {}
@@ -184,6 +188,8 @@ fn a_noop_does_nothing() {
             "counts": {},
             "pending": 0,
             "requests": 1,
+            "requests_by_kind": {"head": 1, "list": 0, "read": 0, "compare": 0, "history": 0},
+            "slept_ms": [],
             "file_reads": 0,
             "fresh_evaluations": 0,
             "state_written": false,
@@ -431,6 +437,8 @@ fn lock_busy_exits_20_and_touches_nothing() {
             "counts": {},
             "pending": 0,
             "requests": 0,
+            "requests_by_kind": {"head": 0, "list": 0, "read": 0, "compare": 0, "history": 0},
+            "slept_ms": [],
             "file_reads": 0,
             "fresh_evaluations": 0,
             "state_written": false,
@@ -698,7 +706,11 @@ fn a_dependency_change_rechecks_its_dependent() {
     );
     assert_eq!(report["file_reads"], 1, "b.js is not read again");
     assert_eq!(report["fresh_evaluations"], 2);
-    assert_eq!(report["requests"], 3, "head + compare + 1 read");
+    assert_eq!(
+        report["requests_by_kind"],
+        json!({"head": 1, "list": 0, "read": 1, "compare": 1, "history": 1}),
+        "head + compare + rollback lookup + 1 read"
+    );
 
     let (a0, a1) = (
         fingerprint_of(&first, &p("a.js")),

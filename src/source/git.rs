@@ -4,7 +4,7 @@ use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
-use super::{Change, Entry, Source, SourceError};
+use super::{Change, Entry, RequestCounts, Source, SourceError};
 
 /// Environment that would point git at another repository, work tree or
 /// object store than the one we were given (set, for instance, when we run
@@ -29,7 +29,7 @@ pub struct GitSource {
     rev: String,
     /// `None` watches the whole repository.
     path: Option<String>,
-    requests: u64,
+    counts: RequestCounts,
     /// Started on the first read, so sources that never read pay nothing.
     cat_file: Option<CatFile>,
 }
@@ -42,7 +42,7 @@ impl GitSource {
             repo,
             rev: rev.unwrap_or_else(|| "HEAD".to_string()),
             path: path.and_then(normalize_path),
-            requests: 0,
+            counts: RequestCounts::default(),
             cat_file: None,
         }
     }
@@ -70,7 +70,12 @@ impl GitSource {
 
     /// Runs one git command (one request) and returns its stdout.
     fn run(&mut self, what: &str, args: &[&str]) -> Result<Vec<u8>, SourceError> {
-        self.requests += 1;
+        match what {
+            "ls-tree" => self.counts.list += 1,
+            "diff-tree" => self.counts.compare += 1,
+            "history" => self.counts.history += 1,
+            _ => self.counts.head += 1,
+        }
         let output = self
             .git()
             .args(args)
@@ -178,7 +183,7 @@ impl Source for GitSource {
         if !is_object_id(blob) {
             return Err(self.failure("cat-file", &format!("`{blob}` is not an object id")));
         }
-        self.requests += 1;
+        self.counts.read += 1;
         if self.cat_file.is_none() {
             let child = CatFile::spawn(self.git())
                 .map_err(|err| self.failure("cat-file", &format!("could not run git: {err}")))?;
@@ -202,8 +207,29 @@ impl Source for GitSource {
         }
     }
 
-    fn requests(&self) -> u64 {
-        self.requests
+    fn reverts(&mut self, from: &str, to: &str) -> Result<Vec<Vec<String>>, SourceError> {
+        let path = self.path.clone();
+        let range = format!("{from}..{to}");
+        let mut args = vec![
+            "log",
+            "--no-renames",
+            "--no-show-signature",
+            "--format=%x01%s%x00",
+            "--name-only",
+            "-z",
+            "--end-of-options",
+            &range,
+            "--",
+        ];
+        if let Some(path) = &path {
+            args.push(path);
+        }
+        let stdout = self.run("history", &args)?;
+        Ok(parse_reverts(&stdout))
+    }
+
+    fn request_counts(&self) -> RequestCounts {
+        self.counts
     }
 }
 
@@ -418,6 +444,28 @@ fn parse_ls_tree(stdout: &[u8]) -> Result<Vec<Entry>, String> {
 
 /// Records of `diff-tree -r -z`:
 /// `:<mode1> SP <mode2> SP <sha1> SP <sha2> SP <status> NUL <path> NUL`.
+/// Paths touched by each revert commit in `git log --format=%x01%s%x00 --name-only -z`.
+fn parse_reverts(stdout: &[u8]) -> Vec<Vec<String>> {
+    stdout
+        .split(|b| *b == 1)
+        .filter_map(|record| {
+            let end = record.iter().position(|b| *b == 0)?;
+            let subject = String::from_utf8_lossy(&record[..end]);
+            if !subject.starts_with("Revert \"") {
+                return None;
+            }
+            let mut paths: Vec<String> = record[end + 1..]
+                .split(|b| *b == 0)
+                .map(|p| String::from_utf8_lossy(p).trim_matches('\n').to_string())
+                .filter(|p| !p.is_empty())
+                .collect();
+            paths.sort();
+            paths.dedup();
+            Some(paths)
+        })
+        .collect()
+}
+
 fn parse_diff_tree(stdout: &[u8]) -> Result<Vec<Change>, String> {
     let mut changes = Vec::new();
     let mut fields = stdout.split(|&b| b == 0);
@@ -454,6 +502,17 @@ fn parse_diff_tree(stdout: &[u8]) -> Result<Vec<Change>, String> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn reverts_lists_the_paths_of_revert_commits_only() {
+        let log =
+            b"\x01Revert \"add b\"\x00\x00lib/b.js\x00lib/c.js\x00\x01add b\x00\x00lib/b.js\x00";
+        assert_eq!(
+            super::parse_reverts(log),
+            vec![vec!["lib/b.js".to_string(), "lib/c.js".to_string()]]
+        );
+        assert!(super::parse_reverts(b"").is_empty());
+    }
     use super::*;
     use std::fs;
     use std::path::Path;

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use sha2::{Digest, Sha256};
 
-use super::{Change, Entry, Source, SourceError};
+use super::{Change, Entry, RequestCounts, Source, SourceError};
 use crate::gate::policy::hex;
 
 /// Calls made to a `MemorySource`, per method.
@@ -26,6 +26,8 @@ pub struct MemorySource {
     pub fail_changes: bool,
     /// When set, `list` fails.
     pub fail_list: bool,
+    /// What `reverts` answers: paths touched by each revert commit.
+    pub reverts: Vec<Vec<String>>,
     pub calls: Calls,
 }
 
@@ -139,8 +141,18 @@ impl Source for MemorySource {
         Ok(bytes.clone())
     }
 
-    fn requests(&self) -> u64 {
+    fn reverts(&mut self, _from: &str, _to: &str) -> Result<Vec<Vec<String>>, SourceError> {
+        Ok(std::mem::take(&mut self.reverts))
+    }
+
+    fn request_counts(&self) -> RequestCounts {
         let c = self.calls;
-        c.head + c.list + c.changes + c.read
+        RequestCounts {
+            head: c.head,
+            list: c.list,
+            read: c.read,
+            compare: c.changes,
+            history: 0,
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! Where the watched files come from: one trait, so the tick is the same for every source.
 
 pub mod git;
+pub mod gitlab;
 pub mod memory;
 
 use std::fmt;
@@ -24,8 +25,12 @@ pub enum Change {
 /// Why a source request failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SourceError {
-    /// The request failed or its answer could not be understood.
+    /// The request failed or its answer could not be understood; trying
+    /// again later may help.
     Unavailable(String),
+    /// The configuration is wrong (credentials, project, branch): no retry
+    /// can help, so the tick stops and writes nothing.
+    Config(String),
     /// The object is larger than the limit; it was not read into memory.
     TooLarge { size: u64, limit: u64 },
 }
@@ -33,7 +38,7 @@ pub enum SourceError {
 impl fmt::Display for SourceError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            SourceError::Unavailable(msg) => write!(f, "{msg}"),
+            SourceError::Unavailable(msg) | SourceError::Config(msg) => write!(f, "{msg}"),
             SourceError::TooLarge { size, limit } => {
                 write!(f, "{size} bytes is over the limit of {limit} bytes")
             }
@@ -56,6 +61,35 @@ pub trait Source {
     fn changes(&mut self, from: &str, to: &str) -> Result<Vec<Change>, SourceError>;
     /// The bytes of one content id, refused when larger than `limit` bytes.
     fn read(&mut self, blob: &str, limit: u64) -> Result<Vec<u8>, SourceError>;
+    /// For each revert commit (title `Revert "...`) between two commits, the
+    /// watched paths it touched. Call after `changes` for the same pair.
+    fn reverts(&mut self, _from: &str, _to: &str) -> Result<Vec<Vec<String>>, SourceError> {
+        Ok(Vec::new())
+    }
+    /// Requests made so far, per kind.
+    fn request_counts(&self) -> RequestCounts;
     /// How many requests this source has made so far.
-    fn requests(&self) -> u64;
+    fn requests(&self) -> u64 {
+        self.request_counts().total()
+    }
+    /// Waits the source asked for (from `Retry-After`), in milliseconds.
+    fn waits_ms(&self) -> Vec<u64> {
+        Vec::new()
+    }
+}
+
+/// Requests made to a source, per kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct RequestCounts {
+    pub head: u64,
+    pub list: u64,
+    pub read: u64,
+    pub compare: u64,
+    pub history: u64,
+}
+
+impl RequestCounts {
+    pub fn total(&self) -> u64 {
+        self.head + self.list + self.read + self.compare + self.history
+    }
 }

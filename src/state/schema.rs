@@ -114,6 +114,9 @@ pub struct FileRecord {
     pub fingerprint: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decision: Option<Decision>,
+    /// Revert commits that touched the file since its last ordinary change.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rollback_streak: u32,
     /// Local dependencies (resolved paths) at the last evaluation.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deps: Vec<String>,
@@ -129,6 +132,10 @@ pub struct FileRecord {
     /// Estimated tokens saved since the current fingerprint was established.
     #[serde(default)]
     pub tokens_saved: u64,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// The wake gate's memory and counters.

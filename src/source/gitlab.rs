@@ -1,0 +1,747 @@
+//! The GitLab source: the watched tree through the REST API v4, no clone.
+//!
+//! One `ureq` agent, built here, with explicit timeouts and no automatic
+//! redirects or status errors, so every answer is matched by hand. The token
+//! travels only in the `PRIVATE-TOKEN` header, only to the configured host,
+//! and appears in no message.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::{Change, Entry, RequestCounts, Source, SourceError};
+
+/// The most a `Retry-After` is honoured; a longer wait ends the request.
+const MAX_RETRY_WAIT: Duration = Duration::from_secs(60);
+/// Retries after a 429 on listing and content requests.
+const MAX_RETRIES: usize = 2;
+/// A wait used when a 429 names none.
+const DEFAULT_RETRY_WAIT: Duration = Duration::from_secs(5);
+/// GitLab cuts a compare's diff list at this many files.
+const COMPARE_FILE_LIMIT: usize = 1000;
+/// JSON answers larger than this are not a GitLab answer we asked for.
+const MAX_JSON_BYTES: u64 = 32 << 20;
+/// Redirects followed on the same host (a moved project answers 301).
+const MAX_REDIRECTS: usize = 3;
+
+/// A secret that never prints itself.
+#[derive(Clone)]
+pub struct Token(String);
+
+impl Token {
+    pub fn new(value: String) -> Token {
+        Token(value)
+    }
+}
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Token(***)")
+    }
+}
+
+/// Validated settings of the GitLab source.
+#[derive(Debug, Clone)]
+pub struct GitLabConfig {
+    /// The API base, e.g. `https://gitlab.example.com/api/v4`.
+    pub base: String,
+    /// Numeric id or `group/project`.
+    pub project: String,
+    pub branch: String,
+    /// `None` watches the whole repository.
+    pub path: Option<String>,
+    pub token: Option<Token>,
+    pub timeout: Duration,
+    /// PEM bundle of the CA that signed a self-hosted instance's certificate.
+    pub ca_file: Option<PathBuf>,
+    /// Record `Retry-After` waits instead of sleeping (tests).
+    pub fake_sleep: bool,
+}
+
+/// What a request is for, for the per-kind counters and the messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Head,
+    List,
+    Read,
+    Compare,
+    History,
+}
+
+impl Kind {
+    fn retries_on_429(self) -> bool {
+        // A head lookup that is throttled is simply unknown this tick.
+        self != Kind::Head
+    }
+}
+
+struct Reply {
+    status: u16,
+    link_next: Option<String>,
+    blob_id: Option<String>,
+    body: Vec<u8>,
+}
+
+pub struct GitLabSource {
+    agent: ureq::Agent,
+    cfg: GitLabConfig,
+    /// `scheme://host:port` of the base: the only place the token goes.
+    origin: String,
+    counts: RequestCounts,
+    waits: Vec<u64>,
+    /// Commits of the last compare, kept for the rollback lookup.
+    last_compare: Option<(String, String, Vec<CompareCommit>)>,
+}
+
+#[derive(Deserialize)]
+struct Commit {
+    id: String,
+}
+
+#[derive(Deserialize)]
+struct TreeItem {
+    id: String,
+    #[serde(rename = "type")]
+    kind: String,
+    path: String,
+    mode: String,
+}
+
+#[derive(Deserialize, Clone)]
+struct CompareCommit {
+    id: String,
+    #[serde(default)]
+    title: String,
+}
+
+#[derive(Deserialize)]
+struct Diff {
+    old_path: String,
+    new_path: String,
+    #[serde(default)]
+    deleted_file: bool,
+    #[serde(default)]
+    renamed_file: bool,
+    #[serde(default)]
+    b_mode: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Compare {
+    #[serde(default)]
+    commits: Vec<CompareCommit>,
+    #[serde(default)]
+    diffs: Vec<Diff>,
+    #[serde(default)]
+    compare_timeout: bool,
+}
+
+/// Percent-encode everything but the unreserved characters (RFC 3986).
+pub fn encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn origin_of(url: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    let host = rest.split(['/', '?', '#']).next()?;
+    Some(format!(
+        "{}://{}",
+        scheme.to_ascii_lowercase(),
+        host.to_ascii_lowercase()
+    ))
+}
+
+fn build_agent(cfg: &GitLabConfig) -> Result<ureq::Agent, SourceError> {
+    let mut builder = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        // Redirects are followed by hand, so the token never leaves the host.
+        .max_redirects(0)
+        .max_redirects_will_error(false)
+        .timeout_connect(Some(cfg.timeout.min(Duration::from_secs(10))))
+        .timeout_global(Some(cfg.timeout))
+        .user_agent(concat!("sentinel/", env!("CARGO_PKG_VERSION")));
+    if let Some(path) = &cfg.ca_file {
+        let pem = std::fs::read(path).map_err(|e| {
+            SourceError::Config(format!(
+                "cannot read the CA bundle `{}`: {e}; check --ca-file (or SSL_CERT_FILE)",
+                path.display()
+            ))
+        })?;
+        let certs: Vec<ureq::tls::Certificate<'static>> = ureq::tls::parse_pem(&pem)
+            .filter_map(|item| match item {
+                Ok(ureq::tls::PemItem::Certificate(c)) => Some(c),
+                _ => None,
+            })
+            .collect();
+        if certs.is_empty() {
+            return Err(SourceError::Config(format!(
+                "the CA bundle `{}` holds no PEM certificate; point --ca-file at the CA's certificate",
+                path.display()
+            )));
+        }
+        builder = builder.tls_config(
+            ureq::tls::TlsConfig::builder()
+                .root_certs(ureq::tls::RootCerts::Specific(Arc::new(certs)))
+                .build(),
+        );
+    }
+    Ok(builder.build().into())
+}
+
+impl GitLabSource {
+    pub fn new(mut cfg: GitLabConfig) -> Result<GitLabSource, SourceError> {
+        cfg.base = cfg.base.trim_end_matches('/').to_string();
+        let origin = origin_of(&cfg.base).ok_or_else(|| {
+            SourceError::Config(format!(
+                "the GitLab URL `{}` is not an http(s) URL; set SENTINEL_GITLAB_URL to the API base, e.g. https://gitlab.example.com/api/v4",
+                cfg.base
+            ))
+        })?;
+        let agent = build_agent(&cfg)?;
+        Ok(GitLabSource {
+            agent,
+            cfg,
+            origin,
+            counts: RequestCounts::default(),
+            waits: Vec::new(),
+            last_compare: None,
+        })
+    }
+
+    fn project_url(&self, rest: &str) -> String {
+        format!(
+            "{}/projects/{}/repository/{rest}",
+            self.cfg.base,
+            encode(&self.cfg.project)
+        )
+    }
+
+    fn count(&mut self, kind: Kind) {
+        match kind {
+            Kind::Head => self.counts.head += 1,
+            Kind::List => self.counts.list += 1,
+            Kind::Read => self.counts.read += 1,
+            Kind::Compare => self.counts.compare += 1,
+            Kind::History => self.counts.history += 1,
+        }
+    }
+
+    fn wait(&mut self, d: Duration) {
+        self.waits.push(d.as_millis() as u64);
+        if !self.cfg.fake_sleep {
+            std::thread::sleep(d);
+        }
+    }
+
+    /// One logical GET: same-host redirects, 429 retries, status mapping.
+    fn get(
+        &mut self,
+        kind: Kind,
+        url: &str,
+        limit: u64,
+        head_only: bool,
+    ) -> Result<Reply, SourceError> {
+        let mut url = url.to_string();
+        let mut redirects = 0;
+        let mut retries = 0;
+        loop {
+            self.count(kind);
+            let reply = self.send(&url, limit, head_only)?;
+            match reply.status {
+                200..=299 => return Ok(reply),
+                301 | 302 | 303 | 307 | 308 => {
+                    let location = reply.link_next.clone().unwrap_or_default();
+                    let target = if location.starts_with('/') {
+                        format!("{}{location}", self.origin)
+                    } else {
+                        location
+                    };
+                    if origin_of(&target).as_deref() != Some(self.origin.as_str()) {
+                        return Err(SourceError::Config(format!(
+                            "GitLab redirected to another host ({}); the token is not sent there: set SENTINEL_GITLAB_URL to the new address",
+                            origin_of(&target).unwrap_or_else(|| "an unreadable address".into())
+                        )));
+                    }
+                    redirects += 1;
+                    if redirects > MAX_REDIRECTS {
+                        return Err(SourceError::Unavailable(format!(
+                            "too many redirects from {}",
+                            self.describe(kind)
+                        )));
+                    }
+                    url = target;
+                }
+                429 if kind.retries_on_429() && retries < MAX_RETRIES => {
+                    let wait = reply_wait(&reply).unwrap_or(DEFAULT_RETRY_WAIT);
+                    if wait > MAX_RETRY_WAIT {
+                        return Err(SourceError::Unavailable(format!(
+                            "GitLab is throttling {} and asks to wait {} s; left for a later tick",
+                            self.describe(kind),
+                            wait.as_secs()
+                        )));
+                    }
+                    retries += 1;
+                    self.wait(wait);
+                }
+                _ => return Err(self.status_error(kind, &reply)),
+            }
+        }
+    }
+
+    fn send(&self, url: &str, limit: u64, head_only: bool) -> Result<Reply, SourceError> {
+        let mut request = if head_only {
+            self.agent.head(url)
+        } else {
+            self.agent.get(url)
+        };
+        if let Some(token) = &self.cfg.token {
+            request = request.header("PRIVATE-TOKEN", token.0.as_str());
+        }
+        let mut response = request
+            .call()
+            .map_err(|e| transport_error(url_path(url), e))?;
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        let status = response.status().as_u16();
+        // `link_next` doubles as the redirect target: both are "where next".
+        let link_next = if (300..400).contains(&status) {
+            header("location")
+        } else {
+            header("link").and_then(|l| next_link(&l))
+        };
+        let blob_id = header("x-gitlab-blob-id");
+        let retry_after = header("retry-after");
+        let content_length: Option<u64> = header("content-length").and_then(|v| v.parse().ok());
+        if head_only {
+            return Ok(Reply {
+                status,
+                link_next,
+                blob_id,
+                body: retry_after.map(String::into_bytes).unwrap_or_default(),
+            });
+        }
+        if (200..300).contains(&status) && content_length.is_some_and(|n| n > limit) {
+            return Err(SourceError::TooLarge {
+                size: content_length.unwrap_or(0),
+                limit,
+            });
+        }
+        let body = response
+            .body_mut()
+            .with_config()
+            .limit(limit.saturating_add(1))
+            .read_to_vec()
+            .map_err(|e| match e {
+                ureq::Error::BodyExceedsLimit(_) => SourceError::TooLarge {
+                    size: limit.saturating_add(1),
+                    limit,
+                },
+                other => transport_error(url_path(url), other),
+            })?;
+        if (200..300).contains(&status) && body.len() as u64 > limit {
+            return Err(SourceError::TooLarge {
+                size: body.len() as u64,
+                limit,
+            });
+        }
+        let mut reply = Reply {
+            status,
+            link_next,
+            blob_id,
+            body,
+        };
+        if status == 429 {
+            // Keep the header's value where `reply_wait` finds it.
+            reply.body = retry_after.map(String::into_bytes).unwrap_or_default();
+        }
+        Ok(reply)
+    }
+
+    fn describe(&self, kind: Kind) -> &'static str {
+        match kind {
+            Kind::Head => "the head lookup",
+            Kind::List => "the tree listing",
+            Kind::Read => "a file read",
+            Kind::Compare => "the compare",
+            Kind::History => "the rollback lookup",
+        }
+    }
+
+    fn status_error(&self, kind: Kind, reply: &Reply) -> SourceError {
+        let message = gitlab_message(&reply.body);
+        let what = self.describe(kind);
+        match reply.status {
+            401 => SourceError::Config(format!(
+                "GitLab refused {what} (401 Unauthorized): set SENTINEL_GITLAB_TOKEN (or GITLAB_TOKEN) to a project access token with the read_api scope"
+            )),
+            403 => SourceError::Config(format!(
+                "GitLab refused {what} (403 {message}): the token in SENTINEL_GITLAB_TOKEN (or GITLAB_TOKEN) needs the read_api scope and access to project `{}`",
+                self.cfg.project
+            )),
+            404 if message.contains("Project") => SourceError::Config(format!(
+                "GitLab has no project `{}` visible to this token (404): set SENTINEL_PROJECT (or CI_PROJECT_ID) to its numeric id or `group/project`",
+                self.cfg.project
+            )),
+            404 if kind == Kind::Head => SourceError::Config(format!(
+                "GitLab cannot find branch `{}` of project `{}` (404 {message}): set SENTINEL_BRANCH (or CI_DEFAULT_BRANCH)",
+                self.cfg.branch, self.cfg.project
+            )),
+            status => SourceError::Unavailable(format!(
+                "GitLab answered {what} with {status}{}",
+                if message.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({message})")
+                }
+            )),
+        }
+    }
+
+    fn get_json<T: for<'de> Deserialize<'de>>(
+        &mut self,
+        kind: Kind,
+        url: &str,
+    ) -> Result<(T, Option<String>), SourceError> {
+        let reply = self.get(kind, url, MAX_JSON_BYTES, false)?;
+        let parsed = serde_json::from_slice(&reply.body).map_err(|e| {
+            SourceError::Unavailable(format!(
+                "GitLab's answer to {} is not the expected JSON ({e}; it starts with `{}`)",
+                self.describe(kind),
+                preview(&reply.body)
+            ))
+        })?;
+        let next = reply
+            .link_next
+            .filter(|n| origin_of(n).as_deref() == Some(self.origin.as_str()));
+        Ok((parsed, next))
+    }
+
+    fn under_path(&self, path: &str) -> bool {
+        match &self.cfg.path {
+            None => true,
+            Some(p) => path
+                .strip_prefix(p.as_str())
+                .is_some_and(|rest| rest.starts_with('/')),
+        }
+    }
+
+    /// The content id of `path` at commit `at`, from the file's headers.
+    fn blob_of(&mut self, path: &str, at: &str) -> Result<String, SourceError> {
+        let url = self.project_url(&format!("files/{}?ref={}", encode(path), encode(at)));
+        let reply = self.get(Kind::Compare, &url, 0, true)?;
+        reply
+            .blob_id
+            .filter(|b| is_object_id(b))
+            .ok_or_else(|| SourceError::Unavailable(format!("GitLab sent no blob id for `{path}`")))
+    }
+}
+
+fn is_object_id(id: &str) -> bool {
+    matches!(id.len(), 40 | 64) && id.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+fn is_regular_file(mode: &str) -> bool {
+    matches!(mode, "100644" | "100755")
+}
+
+fn url_path(url: &str) -> &str {
+    // Query strings carry paths and refs, never the token; the host is
+    // enough to say where a transport error happened.
+    url.split('?').next().unwrap_or(url)
+}
+
+fn transport_error(url: &str, e: ureq::Error) -> SourceError {
+    let what = match &e {
+        ureq::Error::Timeout(_) => "timed out".to_string(),
+        ureq::Error::HostNotFound => "host not found".to_string(),
+        ureq::Error::ConnectionFailed => "connection failed".to_string(),
+        ureq::Error::Io(io) => format!("connection error ({})", io.kind()),
+        other => format!("request failed ({other})"),
+    };
+    SourceError::Unavailable(format!("GET {url}: {what}"))
+}
+
+fn next_link(header: &str) -> Option<String> {
+    header.split(',').find_map(|part| {
+        let (target, params) = part.split_once(';')?;
+        params
+            .split(';')
+            .any(|p| p.trim().replace(' ', "") == "rel=\"next\"")
+            .then(|| {
+                target
+                    .trim()
+                    .trim_start_matches('<')
+                    .trim_end_matches('>')
+                    .to_string()
+            })
+    })
+}
+
+fn reply_wait(reply: &Reply) -> Option<Duration> {
+    let value = std::str::from_utf8(&reply.body).ok()?.trim();
+    if let Ok(secs) = value.parse::<u64>() {
+        return (secs > 0).then(|| Duration::from_secs(secs));
+    }
+    let when = chrono::DateTime::parse_from_rfc2822(value).ok()?;
+    let secs = (when.with_timezone(&chrono::Utc) - chrono::Utc::now()).num_seconds();
+    (secs > 0).then(|| Duration::from_secs(secs as u64))
+}
+
+fn gitlab_message(body: &[u8]) -> String {
+    #[derive(Deserialize)]
+    struct Message {
+        message: Option<serde_json::Value>,
+        error: Option<String>,
+    }
+    match serde_json::from_slice::<Message>(body) {
+        Ok(Message {
+            message: Some(serde_json::Value::String(m)),
+            ..
+        }) => m
+            .trim_start_matches(|c: char| c.is_ascii_digit() || c == ' ')
+            .to_string(),
+        Ok(Message { error: Some(e), .. }) => e,
+        _ => String::new(),
+    }
+}
+
+fn preview(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&body[..body.len().min(40)]);
+    text.chars().filter(|c| !c.is_control()).collect()
+}
+
+impl Source for GitLabSource {
+    fn head(&mut self) -> Result<String, SourceError> {
+        let mut url = self.project_url(&format!(
+            "commits?ref_name={}&per_page=1",
+            encode(&self.cfg.branch)
+        ));
+        if let Some(path) = &self.cfg.path {
+            url.push_str(&format!("&path={}", encode(path)));
+        }
+        let (commits, _): (Vec<Commit>, _) = self.get_json(Kind::Head, &url)?;
+        let first = commits.into_iter().next().ok_or_else(|| {
+            SourceError::Unavailable(format!(
+                "no commit on `{}` touches `{}`",
+                self.cfg.branch,
+                self.cfg.path.as_deref().unwrap_or(".")
+            ))
+        })?;
+        if !is_object_id(&first.id) {
+            return Err(SourceError::Unavailable(format!(
+                "GitLab sent `{}` as a commit id",
+                preview(first.id.as_bytes())
+            )));
+        }
+        Ok(first.id)
+    }
+
+    fn list(&mut self, at: &str) -> Result<Vec<Entry>, SourceError> {
+        let mut url = self.project_url(&format!(
+            "tree?ref={}&recursive=true&per_page=100&pagination=keyset",
+            encode(at)
+        ));
+        if let Some(path) = &self.cfg.path {
+            url.push_str(&format!("&path={}", encode(path)));
+        }
+        let mut entries = Vec::new();
+        let mut next = Some(url);
+        while let Some(page) = next.take() {
+            let (items, link): (Vec<TreeItem>, _) = self.get_json(Kind::List, &page)?;
+            entries.extend(
+                items
+                    .into_iter()
+                    .filter(|i| i.kind == "blob" && is_regular_file(&i.mode) && is_object_id(&i.id))
+                    .filter(|i| self.under_path(&i.path))
+                    .map(|i| Entry {
+                        path: i.path,
+                        blob: i.id,
+                    }),
+            );
+            next = link;
+        }
+        entries.sort_by(|a, b| a.path.cmp(&b.path));
+        entries.dedup_by(|a, b| a.path == b.path);
+        Ok(entries)
+    }
+
+    fn changes(&mut self, from: &str, to: &str) -> Result<Vec<Change>, SourceError> {
+        let url = self.project_url(&format!(
+            "compare?from={}&to={}&straight=true",
+            encode(from),
+            encode(to)
+        ));
+        let (compare, _): (Compare, _) = self.get_json(Kind::Compare, &url)?;
+        if compare.compare_timeout || compare.diffs.len() >= COMPARE_FILE_LIMIT {
+            return Err(SourceError::Unavailable(
+                "GitLab cut the compare (too many changes)".into(),
+            ));
+        }
+        self.last_compare = Some((from.to_string(), to.to_string(), compare.commits));
+        let mut out = Vec::new();
+        for d in compare.diffs {
+            if (d.deleted_file || d.renamed_file) && self.under_path(&d.old_path) {
+                out.push(Change::Delete {
+                    path: d.old_path.clone(),
+                });
+            }
+            if d.deleted_file || !self.under_path(&d.new_path) {
+                continue;
+            }
+            if !d.b_mode.as_deref().is_none_or(is_regular_file) {
+                out.push(Change::Delete { path: d.new_path });
+                continue;
+            }
+            // The compare names paths, not content ids: ask the file's headers.
+            let blob = self.blob_of(&d.new_path, to)?;
+            out.push(Change::Upsert {
+                path: d.new_path,
+                blob,
+            });
+        }
+        Ok(out)
+    }
+
+    fn read(&mut self, blob: &str, limit: u64) -> Result<Vec<u8>, SourceError> {
+        if !is_object_id(blob) {
+            return Err(SourceError::Unavailable(format!(
+                "`{blob}` is not an object id"
+            )));
+        }
+        let url = self.project_url(&format!("blobs/{blob}/raw"));
+        Ok(self.get(Kind::Read, &url, limit, false)?.body)
+    }
+
+    fn reverts(&mut self, from: &str, to: &str) -> Result<Vec<Vec<String>>, SourceError> {
+        let commits = match &self.last_compare {
+            Some((f, t, commits)) if f == from && t == to => commits.clone(),
+            _ => return Ok(Vec::new()),
+        };
+        let mut out = Vec::new();
+        for c in commits.iter().filter(|c| c.title.starts_with("Revert \"")) {
+            if !is_object_id(&c.id) {
+                continue;
+            }
+            let mut next = Some(self.project_url(&format!("commits/{}/diff?per_page=100", c.id)));
+            let mut paths = Vec::new();
+            while let Some(page) = next.take() {
+                let (diffs, link): (Vec<Diff>, _) = self.get_json(Kind::History, &page)?;
+                paths.extend(
+                    diffs
+                        .into_iter()
+                        .flat_map(|d| [d.old_path, d.new_path])
+                        .filter(|p| self.under_path(p)),
+                );
+                next = link;
+            }
+            paths.sort();
+            paths.dedup();
+            out.push(paths);
+        }
+        Ok(out)
+    }
+
+    fn request_counts(&self) -> RequestCounts {
+        self.counts
+    }
+
+    fn waits_ms(&self) -> Vec<u64> {
+        self.waits.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_and_projects_are_encoded_as_one_segment() {
+        assert_eq!(encode("group/project"), "group%2Fproject");
+        assert_eq!(
+            encode("libs/spaß #1/100% ok?.js"),
+            "libs%2Fspa%C3%9F%20%231%2F100%25%20ok%3F.js"
+        );
+        assert_eq!(encode("a-b_c.d~e"), "a-b_c.d~e");
+    }
+
+    #[test]
+    fn next_link_is_found_among_several() {
+        let h = r#"<https://g.example/api/v4/x?page_token=a>; rel="first", <https://g.example/api/v4/x?page_token=b>; rel="next""#;
+        assert_eq!(
+            next_link(h).as_deref(),
+            Some("https://g.example/api/v4/x?page_token=b")
+        );
+        assert_eq!(next_link(r#"<https://g/x>; rel="last""#), None);
+    }
+
+    #[test]
+    fn origin_compares_scheme_host_and_port() {
+        assert_eq!(
+            origin_of("https://GitLab.example.com:8443/api/v4").as_deref(),
+            Some("https://gitlab.example.com:8443")
+        );
+        assert_ne!(
+            origin_of("http://127.0.0.1:1/a"),
+            origin_of("http://127.0.0.2:1/a")
+        );
+    }
+
+    #[test]
+    fn the_token_never_prints_itself() {
+        let t = Token::new("glpat-secret".into());
+        assert_eq!(format!("{t:?}"), "Token(***)");
+        let cfg = GitLabConfig {
+            base: "http://127.0.0.1:1/api/v4".into(),
+            project: "1".into(),
+            branch: "main".into(),
+            path: None,
+            token: Some(t),
+            timeout: Duration::from_secs(1),
+            ca_file: None,
+            fake_sleep: true,
+        };
+        assert!(!format!("{cfg:?}").contains("glpat-secret"));
+    }
+
+    #[test]
+    fn gitlab_messages_lose_their_status_prefix() {
+        assert_eq!(
+            gitlab_message(br#"{"message":"404 Project Not Found"}"#),
+            "Project Not Found"
+        );
+        assert_eq!(
+            gitlab_message(br#"{"error":"insufficient_scope","scope":"api"}"#),
+            "insufficient_scope"
+        );
+        assert_eq!(gitlab_message(b"Retry later\n"), "");
+    }
+
+    #[test]
+    fn retry_after_in_seconds_must_be_positive() {
+        let reply = |v: &str| Reply {
+            status: 429,
+            link_next: None,
+            blob_id: None,
+            body: v.as_bytes().to_vec(),
+        };
+        assert_eq!(reply_wait(&reply("7")), Some(Duration::from_secs(7)));
+        assert_eq!(reply_wait(&reply("0")), None);
+        assert_eq!(reply_wait(&reply("soon")), None);
+    }
+}
