@@ -45,6 +45,7 @@ fn run_tick(args: TickArgs) -> Result<u8> {
         max_files: args.max_files,
         max_file_bytes: args.max_file_bytes,
         evidence: tick::current_evidence(),
+        advisor: None,
         now: args.now.unwrap_or_else(Utc::now),
     };
     let report = tick::run(&cfg, source.as_mut())?;

@@ -13,16 +13,20 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::exit;
+use crate::gate::budget;
 use crate::gate::deps;
 use crate::gate::novelty::{self, Novelty, Parts};
 use crate::gate::policy::{self, EvidenceInputs, hex};
 use crate::gate::wake::{self, Detail, Reason, Verdict, WakeInput};
+use crate::llm::client::{Action, AdviceRequest, Advisor, Finding, Outcome as CallOutcome};
+use crate::llm::prices::{self, Price};
+use crate::llm::protocol::{self, Circuit};
 use crate::source::{Change, Entry, RequestCounts, Source, SourceError};
 use crate::state::store::{self, LockAttempt};
-use crate::state::{ContentFacts, Decision, FileRecord, Outcome, State, journal};
+use crate::state::{ContentFacts, Decision, FileRecord, Outcome, Proposal, State, journal};
 
 /// Files larger than this are fingerprinted by content id instead of read.
-pub const DEFAULT_MAX_FILE_BYTES: u64 = 1 << 20;
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 64 << 10;
 
 /// The lifecycle status every file has until lifecycles are built.
 pub const STATUS: &str = "under_observation";
@@ -43,7 +47,23 @@ pub struct TickConfig {
     /// The evidence version: rules, policy and model (`current_evidence`).
     pub evidence: String,
     pub now: DateTime<Utc>,
+    /// `None`: the advisor is off and judgement is handed over as `needs_review`.
+    pub advisor: Option<AdvisorSettings>,
 }
+
+/// How the advisor may spend.
+#[derive(Debug, Clone)]
+pub struct AdvisorSettings {
+    /// USD per UTC day, counted from real usage.
+    pub daily_budget: f64,
+    /// The model's price; `None` uses `per_call` and flags the cost as estimated.
+    pub price: Option<Price>,
+    pub per_call: f64,
+    pub max_tokens: u64,
+}
+
+/// Tokens of the system prompt and framing, added to a file's own size.
+const PROMPT_OVERHEAD_TOKENS: u64 = 400;
 
 /// What happened to one file in this tick.
 #[derive(Debug, Clone, Serialize)]
@@ -53,6 +73,27 @@ pub struct FileReport {
     pub reason: String,
     pub novelty: Option<Novelty>,
     pub fingerprint: Option<String>,
+    /// The advisor's findings, for an `evolve` outcome.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub findings: Option<Vec<Finding>>,
+}
+
+impl FileReport {
+    fn new(path: &str, outcome: Outcome, reason: String, novelty: Novelty) -> FileReport {
+        FileReport {
+            path: path.to_string(),
+            outcome,
+            reason,
+            novelty: Some(novelty),
+            fingerprint: None,
+            findings: None,
+        }
+    }
+
+    fn with_fingerprint(mut self, fp: Option<String>) -> FileReport {
+        self.fingerprint = fp;
+        self
+    }
 }
 
 /// The verdict as reported: the wake gate's, or a refusal before it.
@@ -75,8 +116,12 @@ pub struct TickReport {
     pub requests: u64,
     /// Requests per kind: head, list, read, compare, history.
     pub requests_by_kind: RequestCounts,
-    /// Waits the source asked for (`Retry-After`), in milliseconds.
+    /// Waits the source and the advisor asked for, in milliseconds.
     pub slept_ms: Vec<u64>,
+    /// `on` or `off`.
+    pub advisor: &'static str,
+    /// HTTP attempts made to the model provider (every retry counts).
+    pub llm_calls: u64,
     pub file_reads: u64,
     pub fresh_evaluations: u64,
     pub state_written: bool,
@@ -96,6 +141,8 @@ impl TickReport {
             requests: 0,
             requests_by_kind: RequestCounts::default(),
             slept_ms: Vec::new(),
+            advisor: "off",
+            llm_calls: 0,
             file_reads: 0,
             fresh_evaluations: 0,
             state_written: false,
@@ -118,8 +165,21 @@ pub fn current_evidence() -> String {
     policy::evidence_version(&EvidenceInputs::default())
 }
 
-/// Run one tick against `source`.
+/// Run one tick against `source` with the advisor off.
 pub fn run(cfg: &TickConfig, source: &mut dyn Source) -> Result<TickReport> {
+    run_with(cfg, source, None)
+}
+
+/// Run one tick against `source`, asking `advisor` (when given) about the
+/// files local policy cannot decide.
+pub fn run_with(
+    cfg: &TickConfig,
+    source: &mut dyn Source,
+    mut advisor: Option<&mut dyn Advisor>,
+) -> Result<TickReport> {
+    if cfg.advisor.is_none() {
+        advisor = None;
+    }
     // A dry run writes nothing, so it needs no lock: saves are atomic renames
     // and a read always sees a whole document.
     let _lock = if cfg.dry_run {
@@ -195,6 +255,7 @@ pub fn run(cfg: &TickConfig, source: &mut dyn Source) -> Result<TickReport> {
     let mut work = Work {
         cfg,
         source,
+        advisor,
         evidence: &evidence,
         fresh: 0,
         reads: 0,
@@ -202,10 +263,35 @@ pub fn run(cfg: &TickConfig, source: &mut dyn Source) -> Result<TickReport> {
         notes: Vec::new(),
     };
     let (settled, mut candidates) = work.plan(&mut state, &verdict, head.as_deref())?;
-    // The wake's own files come first, then what earlier wakes left over.
+    // The wake's own files come first, then what earlier wakes left over,
+    // then files whose judgement did not happen (deferred, held, failed):
+    // they are tried again on a wake, never on a tick of their own.
     let old_backlog = std::mem::take(&mut state.backlog);
     let mut seen: BTreeSet<String> = candidates.iter().cloned().collect();
-    for p in old_backlog {
+    let provider_open = work.advisor.is_some()
+        && !state
+            .llm
+            .circuit
+            .as_ref()
+            .is_some_and(|c| protocol::is_open(c, cfg.now));
+    let retry: Vec<String> = if provider_open {
+        state
+            .files
+            .iter()
+            .filter(|(_, r)| {
+                r.decision.as_ref().is_some_and(|d| {
+                    matches!(
+                        d.outcome,
+                        Outcome::Deferred | Outcome::Held | Outcome::Failed | Outcome::BadResponse
+                    )
+                })
+            })
+            .map(|(p, _)| p.clone())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    for p in old_backlog.into_iter().chain(retry) {
         if seen.insert(p.clone()) {
             candidates.push(p);
         }
@@ -216,6 +302,12 @@ pub fn run(cfg: &TickConfig, source: &mut dyn Source) -> Result<TickReport> {
             "stopped reading: {e}; the files not read wait in the backlog"
         ));
     }
+    let llm_calls = work.advisor.as_ref().map_or(0, |a| a.calls());
+    let mut slept = work
+        .advisor
+        .as_ref()
+        .map(|a| a.waits_ms())
+        .unwrap_or_default();
     let (fresh, reads, mut notes) = (work.fresh, work.reads, work.notes);
 
     for gone in novelty::evict(state.files.iter(), state.files.len(), cfg.max_files) {
@@ -280,7 +372,16 @@ pub fn run(cfg: &TickConfig, source: &mut dyn Source) -> Result<TickReport> {
     report.counts = counts;
     report.requests = source.requests();
     report.requests_by_kind = source.request_counts();
-    report.slept_ms = source.waits_ms();
+    let mut waits = source.waits_ms();
+    waits.append(&mut slept);
+    report.slept_ms = waits;
+    report.llm_calls = llm_calls;
+    report.advisor = cfg.advisor.as_ref().map(|_| "on").unwrap_or("off");
+    if cfg.advisor.is_none() && report.counts.contains_key("needs_review") {
+        report.notes.push(
+            "advisor off: set OPENAI_API_KEY to have a model judge the needs_review files".into(),
+        );
+    }
     report.file_reads = reads;
     report.fresh_evaluations = fresh;
     report.notes = notes;
@@ -292,9 +393,10 @@ pub fn short_id(id: &str) -> &str {
     id.get(..7).unwrap_or(id)
 }
 
-struct Work<'a> {
+struct Work<'a, 'b> {
     cfg: &'a TickConfig,
     source: &'a mut dyn Source,
+    advisor: Option<&'a mut (dyn Advisor + 'b)>,
     evidence: &'a str,
     fresh: u64,
     reads: u64,
@@ -311,7 +413,7 @@ fn fatal(e: SourceError) -> Result<SourceError> {
     }
 }
 
-impl Work<'_> {
+impl Work<'_, '_> {
     /// Bring the remembered tree up to the head and return the files the
     /// wake is about. `settled` is false when the tree could not be learned.
     fn plan(
@@ -473,19 +575,19 @@ impl Work<'_> {
         } else {
             "the batch limit is reached"
         };
-        let pending = |novelty: Novelty, fingerprint: Option<String>| FileReport {
-            path: path.to_string(),
-            outcome: Outcome::Pending,
-            reason: format!(
-                "{}; left for a later tick by {why_pending}",
-                novelty.as_str()
-            ),
-            novelty: Some(novelty),
-            fingerprint,
+        let pending = |novelty: Novelty, fingerprint: Option<String>| {
+            FileReport::new(
+                path,
+                Outcome::Pending,
+                format!("{}; left for a later tick: {why_pending}", novelty.as_str()),
+                novelty,
+            )
+            .with_fingerprint(fingerprint)
         };
 
         // Facts about the current bytes: remembered per content id, so an
         // unchanged file is never read again to learn them.
+        let mut bytes: Option<Vec<u8>> = None;
         let facts = match record.content.as_ref() {
             Some(f) => f.clone(),
             None => {
@@ -498,23 +600,18 @@ impl Work<'_> {
                     return Ok(pending(novelty, None));
                 }
                 let blob = record.blob.clone();
-                match read_facts(&mut *self.source, path, &blob, self.cfg.max_file_bytes) {
-                    Ok((f, read)) => {
-                        self.reads += u64::from(read);
+                match self.read(path, &blob)? {
+                    Ok((f, b)) => {
+                        bytes = b;
                         f
                     }
                     Err(e) => {
-                        // A source that cannot answer now will not answer the
-                        // next file either: keep the rest for a later tick.
-                        let e = fatal(e)?;
-                        self.source_down = Some(e.to_string());
-                        return Ok(FileReport {
-                            path: path.to_string(),
-                            outcome: Outcome::Pending,
-                            reason: format!("{}; could not read the file: {e}", novelty.as_str()),
-                            novelty: Some(novelty),
-                            fingerprint: None,
-                        });
+                        return Ok(FileReport::new(
+                            path,
+                            Outcome::Pending,
+                            format!("{}; could not read the file: {e}", novelty.as_str()),
+                            novelty,
+                        ));
                     }
                 }
             }
@@ -523,64 +620,270 @@ impl Work<'_> {
         let (fp, resolved) = fingerprint_of(&state.files, path, &facts, self.evidence);
         let deps_known = resolved.unresolved.is_empty();
         let verdict = novelty::evaluate(Some(&state.files[path]), &fp, deps_known);
-        let record = state.files.get_mut(path).expect("candidate is in the tree");
-        record.content = Some(facts.clone());
+        if let Some(r) = state.files.get_mut(path) {
+            r.content = Some(facts.clone());
+        }
 
         if !verdict.is_novel() {
+            let record = state.files.get_mut(path).expect("candidate is in the tree");
             novelty::reuse(record, novelty::estimate_tokens(facts.chars), now);
             let prev = record
                 .decision
                 .as_ref()
                 .expect("unchanged implies a decision");
-            return Ok(FileReport {
-                path: path.to_string(),
-                outcome: Outcome::Reused,
-                reason: format!("unchanged since {}: {}", prev.outcome.as_str(), prev.reason),
-                novelty: Some(verdict),
-                fingerprint: Some(fp),
-            });
+            let reason = format!("unchanged since {}: {}", prev.outcome.as_str(), prev.reason);
+            return Ok(
+                FileReport::new(path, Outcome::Reused, reason, verdict).with_fingerprint(Some(fp))
+            );
         }
         if self.batch_full() {
             return Ok(pending(verdict, Some(fp)));
         }
         self.fresh += 1;
-        let mut decision = policy::decide(role, risk);
+        let local = policy::decide(role, risk);
+        let (outcome, mut reason, findings) =
+            if local.outcome == Outcome::NeedsReview && self.advisor.is_some() {
+                let blob = state.files[path].blob.clone();
+                let ask = Ask {
+                    path,
+                    role: role.as_str(),
+                    risk: risk.as_str(),
+                    blob: &blob,
+                    facts: &facts,
+                    fingerprint: &fp,
+                };
+                self.consult(state, &ask, bytes)?
+            } else {
+                (local.outcome, local.reason, None)
+            };
         if !deps_known {
-            decision.reason.push_str(&format!(
+            reason.push_str(&format!(
                 "; unresolved imports: {}",
                 resolved.unresolved.join(", ")
             ));
         }
+        let record = state.files.get_mut(path).expect("candidate is in the tree");
         record.deps = resolved.paths;
         novelty::remember(
             record,
             &fp,
             Decision {
-                outcome: decision.outcome,
-                reason: decision.reason.clone(),
+                outcome,
+                reason: reason.clone(),
                 ts: now,
             },
             now,
         );
-        Ok(FileReport {
-            path: path.to_string(),
-            outcome: decision.outcome,
-            reason: decision.reason,
-            novelty: Some(verdict),
-            fingerprint: Some(fp),
+        if outcome != Outcome::Evolve {
+            state.llm.proposals.remove(path);
+        }
+        let mut report = FileReport::new(path, outcome, reason, verdict).with_fingerprint(Some(fp));
+        report.findings = findings;
+        Ok(report)
+    }
+
+    /// One read through the source. A configuration error ends the tick; a
+    /// source that cannot answer now is remembered so no further reads are
+    /// tried this tick (the inner `Err`).
+    #[allow(clippy::type_complexity)]
+    fn read(
+        &mut self,
+        path: &str,
+        blob: &str,
+    ) -> Result<std::result::Result<(ContentFacts, Option<Vec<u8>>), SourceError>> {
+        match read_facts(&mut *self.source, path, blob, self.cfg.max_file_bytes) {
+            Ok((f, b)) => {
+                self.reads += u64::from(b.is_some());
+                Ok(Ok((f, b)))
+            }
+            Err(e) => {
+                let e = fatal(e)?;
+                self.source_down = Some(e.to_string());
+                Ok(Err(e))
+            }
+        }
+    }
+
+    /// Ask the advisor about a file local policy could not decide: size
+    /// limit, circuit, budget, then the call. Only an answer is a decision.
+    fn consult(
+        &mut self,
+        state: &mut State,
+        ask: &Ask,
+        bytes: Option<Vec<u8>>,
+    ) -> Result<(Outcome, String, Option<Vec<Finding>>)> {
+        let now = self.cfg.now;
+        let settings = self
+            .cfg
+            .advisor
+            .clone()
+            .expect("consulted only with an advisor");
+        if ask.facts.chars > self.cfg.max_file_bytes {
+            return Ok((
+                Outcome::TooLarge,
+                format!(
+                    "{} bytes is over --max-file-bytes {}; not sent to the model",
+                    ask.facts.chars, self.cfg.max_file_bytes
+                ),
+                None,
+            ));
+        }
+        if let Some(c) = state
+            .llm
+            .circuit
+            .as_ref()
+            .filter(|c| protocol::is_open(c, now))
+        {
+            return Ok((
+                Outcome::Held,
+                format!(
+                    "provider held until {} ({}): {}",
+                    c.until.to_rfc3339(),
+                    c.class.as_str(),
+                    c.advice
+                ),
+                None,
+            ));
+        }
+        let reserve = budget::reserve(
+            settings.price.as_ref(),
+            ask.facts.chars,
+            PROMPT_OVERHEAD_TOKENS,
+            settings.max_tokens,
+            settings.per_call,
+        );
+        if let Err(why) = budget::admit(&mut state.llm.budget, settings.daily_budget, reserve, now)
+        {
+            return Ok((
+                Outcome::Deferred,
+                format!(
+                    "{why}: ${:.4} spent today, this call could cost ${reserve:.4} of the ${:.2} limit",
+                    budget::spent_today(&state.llm.budget),
+                    settings.daily_budget
+                ),
+                None,
+            ));
+        }
+        let bytes = match bytes {
+            Some(b) => b,
+            None => match self.read(ask.path, ask.blob)? {
+                Ok((_, Some(b))) => b,
+                Ok((_, None)) => {
+                    return Ok((
+                        Outcome::TooLarge,
+                        "over the size limit; not sent to the model".into(),
+                        None,
+                    ));
+                }
+                Err(e) => {
+                    return Ok((
+                        Outcome::Failed,
+                        format!("could not read the file for the advisor: {e}"),
+                        None,
+                    ));
+                }
+            },
+        };
+        let content = String::from_utf8_lossy(&bytes);
+        let advisor = self.advisor.as_mut().expect("checked by the caller");
+        let call = advisor.ask(
+            &AdviceRequest {
+                path: ask.path,
+                role: ask.role,
+                risk: ask.risk,
+                content: &content,
+            },
+            now,
+        );
+        let answered = matches!(call.outcome, CallOutcome::Answered(_));
+        match (call.usage, settings.price) {
+            (Some(usage), Some(price)) => {
+                budget::settle(
+                    &mut state.llm.budget,
+                    prices::cost(&price, &usage),
+                    false,
+                    now,
+                );
+            }
+            // Billed, but the real cost is unknown: count the estimate and say so.
+            (Some(_), None) => budget::settle(&mut state.llm.budget, settings.per_call, true, now),
+            (None, _) if answered => budget::settle(&mut state.llm.budget, reserve, true, now),
+            (None, _) => {}
+        }
+        Ok(match call.outcome {
+            CallOutcome::Answered(answer) => {
+                state.llm.circuit = None;
+                match answer.action {
+                    Action::Skip => (Outcome::LlmSkip, answer.reason, None),
+                    Action::Evolve => {
+                        state.llm.proposals.insert(
+                            ask.path.to_string(),
+                            Proposal {
+                                fingerprint: ask.fingerprint.to_string(),
+                                reason: answer.reason.clone(),
+                                findings: answer.findings.clone(),
+                                ts: now,
+                            },
+                        );
+                        (Outcome::Evolve, answer.reason, Some(answer.findings))
+                    }
+                }
+            }
+            CallOutcome::Failed {
+                class,
+                reason,
+                hold_until,
+            } => {
+                *state
+                    .llm
+                    .failures
+                    .entry(class.as_str().to_string())
+                    .or_default() += 1;
+                if let Some(until) = hold_until {
+                    state.llm.circuit = Some(Circuit::new(class, reason.clone(), until));
+                }
+                let outcome = if class == protocol::Class::BadResponse {
+                    Outcome::BadResponse
+                } else {
+                    Outcome::Failed
+                };
+                let held = hold_until
+                    .map(|u| format!("; provider held until {}", u.to_rfc3339()))
+                    .unwrap_or_default();
+                (
+                    outcome,
+                    format!(
+                        "{} after {} attempt{}: {reason}{held}",
+                        class.as_str(),
+                        call.attempts,
+                        if call.attempts == 1 { "" } else { "s" }
+                    ),
+                    None,
+                )
+            }
         })
     }
 }
 
+/// What the advisor is asked about, gathered by `process_one`.
+struct Ask<'a> {
+    path: &'a str,
+    role: &'a str,
+    risk: &'a str,
+    blob: &'a str,
+    facts: &'a ContentFacts,
+    fingerprint: &'a str,
+}
+
 /// Learn the facts of one content id: one read, unless it is over the limit,
 /// in which case the content id itself stands for the bytes. The flag says
-/// whether the bytes were read.
+/// whether the bytes were read, and hands them over.
 fn read_facts(
     source: &mut dyn Source,
     path: &str,
     blob: &str,
     limit: u64,
-) -> Result<(ContentFacts, bool), SourceError> {
+) -> Result<(ContentFacts, Option<Vec<u8>>), SourceError> {
     match source.read(blob, limit) {
         Ok(bytes) => Ok((
             ContentFacts {
@@ -588,7 +891,7 @@ fn read_facts(
                 chars: bytes.len() as u64,
                 imports: deps::extract(path, &bytes),
             },
-            true,
+            Some(bytes),
         )),
         Err(SourceError::TooLarge { size, .. }) => Ok((
             ContentFacts {
@@ -596,7 +899,7 @@ fn read_facts(
                 chars: size,
                 imports: Vec::new(),
             },
-            false,
+            None,
         )),
         Err(e) => Err(e),
     }

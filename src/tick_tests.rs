@@ -23,6 +23,7 @@ fn cfg(dir: &Path, now: DateTime<Utc>) -> TickConfig {
         max_file_bytes: DEFAULT_MAX_FILE_BYTES,
         evidence: "ev1".into(),
         now,
+        advisor: None,
     }
 }
 

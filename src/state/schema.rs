@@ -179,6 +179,34 @@ pub struct NoveltyTotals {
     pub file_reads: u64,
 }
 
+/// An EVOLVE answer: a change the advisor proposes, open until the file changes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Proposal {
+    pub fingerprint: String,
+    pub reason: String,
+    #[serde(default)]
+    pub findings: Vec<crate::llm::client::Finding>,
+    pub ts: DateTime<Utc>,
+}
+
+/// The advisor's memory: its circuit, its budget, its open proposals.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct LlmState {
+    /// Open while the provider is held; kept across ticks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub circuit: Option<crate::llm::protocol::Circuit>,
+    #[serde(default)]
+    pub budget: crate::gate::budget::Budget,
+    /// Failed calls by error class (lifetime).
+    #[serde(default)]
+    pub failures: BTreeMap<String, u64>,
+    /// HTTP attempts (every retry counts), lifetime.
+    #[serde(default)]
+    pub attempts: u64,
+    #[serde(default)]
+    pub proposals: BTreeMap<String, Proposal>,
+}
+
 /// The small part of the state that a no-op tick needs. It is written as the
 /// first line of the document so that a no-op reads one line, not the file.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -211,6 +239,8 @@ pub struct State {
     /// Paths whose evaluation the batch limit put off, in the order they will be taken.
     #[serde(default)]
     pub backlog: Vec<String>,
+    #[serde(default)]
+    pub llm: LlmState,
     /// The watched tree as of `wake.last_head`, with what is remembered per file.
     #[serde(default)]
     pub files: BTreeMap<String, FileRecord>,

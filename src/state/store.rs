@@ -32,7 +32,16 @@ pub fn sidecar(state: &Path, suffix: &str) -> PathBuf {
 /// An exclusive lock on `<state>.lock`, held until dropped.
 #[derive(Debug)]
 pub struct StateLock {
-    _file: File,
+    file: File,
+}
+
+impl Drop for StateLock {
+    fn drop(&mut self) {
+        // Unlock explicitly: a child process forked by another thread may
+        // still share this file description for an instant, and closing our
+        // descriptor alone would leave the lock held until it execs.
+        let _ = self.file.unlock();
+    }
 }
 
 /// Outcome of trying to take the lock.
@@ -73,7 +82,7 @@ pub fn try_lock(state: &Path) -> Result<LockAttempt> {
             )
         })?;
     match file.try_lock() {
-        Ok(()) => Ok(LockAttempt::Acquired(StateLock { _file: file })),
+        Ok(()) => Ok(LockAttempt::Acquired(StateLock { file })),
         Err(fs::TryLockError::WouldBlock) => Ok(LockAttempt::Busy(path)),
         Err(fs::TryLockError::Error(e)) => {
             Err(anyhow!(e).context(format!("cannot lock `{}`", path.display())))
@@ -190,6 +199,8 @@ pub fn encode(state: &State) -> Result<Vec<u8>> {
     let mut body = Vec::with_capacity(64 + state.files.len() * 256);
     body.extend_from_slice(b"\"backlog\":");
     serde_json::to_writer(&mut body, &state.backlog)?;
+    body.extend_from_slice(b",\n\"llm\":");
+    serde_json::to_writer(&mut body, &state.llm)?;
     body.extend_from_slice(b",\n\"files\":{");
     for (i, (path, record)) in state.files.iter().enumerate() {
         body.extend_from_slice(if i == 0 { b"\n" } else { b",\n" });

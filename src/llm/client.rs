@@ -1,0 +1,441 @@
+//! The advisor: one OpenAI-compatible chat-completions call per file, with
+//! the error protocol as the only retry loop.
+//!
+//! One `ureq` agent with explicit timeouts and no status errors or
+//! redirects; every failure is classified before anything is retried, and
+//! sleeps go through a sleeper that tests replace.
+
+use std::fmt;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::prices::{self, Usage};
+use super::protocol::{self, Class, Failure, Step};
+
+/// Answers larger than this are not a chat completion we asked for.
+const MAX_ANSWER_BYTES: u64 = 4 << 20;
+
+pub const SYSTEM_PROMPT: &str = "\
+You review one source file of a repository for a code-maintenance agent. \
+Decide whether the file needs a change now (EVOLVE) or should be left alone (SKIP). \
+Prefer SKIP unless there is a concrete defect or risk worth a change. \
+Answer with one JSON object and nothing else, exactly of this shape: \
+{\"action\":\"SKIP\"|\"EVOLVE\",\"reason\":string,\"findings\":[{\"line\":integer,\
+\"severity\":\"info\"|\"minor\"|\"major\"|\"critical\"|\"blocker\",\"message\":string}]}. \
+Use an empty findings array when there is nothing to report.";
+
+/// A secret that never prints itself.
+#[derive(Clone)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    pub fn new(value: String) -> ApiKey {
+        ApiKey(value)
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ApiKey(***)")
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct OpenAiConfig {
+    /// e.g. `https://api.openai.com/v1`; local compatible servers work too.
+    pub base_url: String,
+    pub key: ApiKey,
+    pub model: String,
+    pub timeout: Duration,
+    pub max_tokens: u64,
+    /// Record waits instead of sleeping (tests).
+    pub fake_sleep: bool,
+}
+
+/// What the advisor is asked about one file.
+#[derive(Debug, Clone)]
+pub struct AdviceRequest<'a> {
+    pub path: &'a str,
+    pub role: &'a str,
+    pub risk: &'a str,
+    pub content: &'a str,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Action {
+    #[serde(rename = "SKIP")]
+    Skip,
+    #[serde(rename = "EVOLVE")]
+    Evolve,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    Info,
+    Minor,
+    Major,
+    Critical,
+    Blocker,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Finding {
+    pub line: u64,
+    pub severity: Severity,
+    pub message: String,
+}
+
+/// The only answer that is a decision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Answer {
+    pub action: Action,
+    pub reason: String,
+    pub findings: Vec<Finding>,
+}
+
+/// How one `ask` ended, after the retries its error class allows.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Answered(Answer),
+    Failed {
+        class: Class,
+        reason: String,
+        /// Open the circuit until then (`None`: no circuit for this class).
+        hold_until: Option<DateTime<Utc>>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Call {
+    pub outcome: Outcome,
+    pub attempts: u32,
+    /// Usage of the answered (or unparsable but billed) attempts.
+    pub usage: Option<Usage>,
+}
+
+/// Parse the model's answer strictly: anything else is `bad_response`.
+pub fn parse_answer(content: &str) -> Result<Answer, String> {
+    let answer: Answer = serde_json::from_str(content.trim())
+        .map_err(|e| format!("the answer is not the expected JSON object ({e})"))?;
+    if answer.reason.trim().is_empty() {
+        return Err("the answer has an empty reason".into());
+    }
+    Ok(answer)
+}
+
+/// The message content and usage of a chat-completions body.
+fn parse_completion(body: &[u8]) -> Result<(String, Option<Usage>), String> {
+    let value: serde_json::Value =
+        serde_json::from_slice(body).map_err(|e| format!("the response is not JSON ({e})"))?;
+    let usage = prices::usage_from_response(&value);
+    let content = value
+        .pointer("/choices/0/message/content")
+        .and_then(|c| c.as_str())
+        .ok_or("the response has no choices[0].message.content")?;
+    Ok((content.to_string(), usage))
+}
+
+/// Something that can judge a file: the OpenAI-compatible client, or a fake.
+pub trait Advisor {
+    fn model(&self) -> &str;
+    /// Ask about one file; the error protocol's retries happen inside.
+    fn ask(&mut self, req: &AdviceRequest, now: DateTime<Utc>) -> Call;
+    /// HTTP attempts made so far.
+    fn calls(&self) -> u64;
+    /// Waits slept (or recorded) between attempts, in milliseconds.
+    fn waits_ms(&self) -> Vec<u64>;
+}
+
+impl Advisor for OpenAiAdvisor {
+    fn model(&self) -> &str {
+        &self.cfg.model
+    }
+    fn ask(&mut self, req: &AdviceRequest, now: DateTime<Utc>) -> Call {
+        OpenAiAdvisor::ask(self, req, now)
+    }
+    fn calls(&self) -> u64 {
+        self.calls
+    }
+    fn waits_ms(&self) -> Vec<u64> {
+        self.waits.clone()
+    }
+}
+
+/// Asks the model about files; one instance per tick.
+pub struct OpenAiAdvisor {
+    agent: ureq::Agent,
+    cfg: OpenAiConfig,
+    waits: Vec<u64>,
+    calls: u64,
+}
+
+impl OpenAiAdvisor {
+    pub fn new(cfg: OpenAiConfig) -> OpenAiAdvisor {
+        let agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .max_redirects_will_error(false)
+            .timeout_connect(Some(cfg.timeout.min(Duration::from_secs(10))))
+            .timeout_global(Some(cfg.timeout))
+            .user_agent(concat!("sentinel/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .into();
+        OpenAiAdvisor {
+            agent,
+            cfg,
+            waits: Vec::new(),
+            calls: 0,
+        }
+    }
+
+    fn body(&self, req: &AdviceRequest) -> serde_json::Value {
+        let user = format!(
+            "path: {}\nrole: {}\nrisk: {}\n\ncontent:\n{}",
+            req.path, req.role, req.risk, req.content
+        );
+        // Reasoning models take `max_completion_tokens` and no temperature.
+        let reasoning = self.cfg.model.starts_with('o')
+            && self.cfg.model[1..].starts_with(|c: char| c.is_ascii_digit());
+        let mut body = serde_json::json!({
+            "model": self.cfg.model,
+            "response_format": {"type": "json_object"},
+            "messages": [
+                {"role": "system", "content": SYSTEM_PROMPT},
+                {"role": "user", "content": user},
+            ],
+        });
+        if reasoning {
+            body["max_completion_tokens"] = self.cfg.max_tokens.into();
+        } else {
+            body["temperature"] = 0.into();
+            body["max_tokens"] = self.cfg.max_tokens.into();
+        }
+        body
+    }
+
+    /// One HTTP attempt.
+    fn attempt(
+        &mut self,
+        body: &serde_json::Value,
+    ) -> Result<(Answer, Option<Usage>), (Failure, Option<Usage>)> {
+        self.calls += 1;
+        let url = format!(
+            "{}/chat/completions",
+            self.cfg.base_url.trim_end_matches('/')
+        );
+        let sent = self
+            .agent
+            .post(&url)
+            .header("Authorization", format!("Bearer {}", self.cfg.key.0))
+            .header("Content-Type", "application/json")
+            .send(body.to_string());
+        let mut response = match sent {
+            Ok(r) => r,
+            Err(ureq::Error::Timeout(_)) => return Err((Failure::Timeout, None)),
+            Err(e) => return Err((Failure::Network(transport_message(&e)), None)),
+        };
+        let status = response.status().as_u16();
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        let retry_after_ms = header("retry-after-ms");
+        let retry_after = header("retry-after");
+        let bytes = match response
+            .body_mut()
+            .with_config()
+            .limit(MAX_ANSWER_BYTES)
+            .read_to_vec()
+        {
+            Ok(b) => b,
+            Err(ureq::Error::Timeout(_)) => return Err((Failure::Timeout, None)),
+            Err(ureq::Error::BodyExceedsLimit(_)) => {
+                return Err((
+                    Failure::BadResponse(format!("the response is over {MAX_ANSWER_BYTES} bytes")),
+                    None,
+                ));
+            }
+            Err(e) => return Err((Failure::Network(transport_message(&e)), None)),
+        };
+        if !(200..300).contains(&status) {
+            return Err((
+                Failure::Http {
+                    status,
+                    body: String::from_utf8_lossy(&bytes).into_owned(),
+                    retry_after_ms,
+                    retry_after,
+                },
+                None,
+            ));
+        }
+        let (content, usage) =
+            parse_completion(&bytes).map_err(|e| (Failure::BadResponse(e), None))?;
+        match parse_answer(&content) {
+            Ok(answer) => Ok((answer, usage)),
+            // The call was billed even though its answer is useless.
+            Err(e) => Err((Failure::BadResponse(e), usage)),
+        }
+    }
+
+    /// Ask about one file, retrying only what the error protocol allows.
+    pub fn ask(&mut self, req: &AdviceRequest, now: DateTime<Utc>) -> Call {
+        let body = self.body(req);
+        let mut usage: Option<Usage> = None;
+        let mut failures = 0;
+        loop {
+            match self.attempt(&body) {
+                Ok((answer, u)) => {
+                    return Call {
+                        outcome: Outcome::Answered(answer),
+                        attempts: failures + 1,
+                        usage: add_usage(usage, u),
+                    };
+                }
+                Err((failure, u)) => {
+                    usage = add_usage(usage, u);
+                    failures += 1;
+                    let class = protocol::classify(&failure);
+                    let wait = match &failure {
+                        Failure::Http {
+                            retry_after_ms,
+                            retry_after,
+                            ..
+                        } => protocol::server_wait(
+                            retry_after_ms.as_deref(),
+                            retry_after.as_deref(),
+                            now,
+                        ),
+                        _ => None,
+                    };
+                    match protocol::next_step(class, failures, wait, now) {
+                        Step::Retry(d) => {
+                            self.waits.push(d.as_millis() as u64);
+                            if !self.cfg.fake_sleep {
+                                std::thread::sleep(d);
+                            }
+                        }
+                        Step::Stop { hold_until } => {
+                            return Call {
+                                outcome: Outcome::Failed {
+                                    class,
+                                    reason: failure_reason(&failure),
+                                    hold_until,
+                                },
+                                attempts: failures,
+                                usage,
+                            };
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn add_usage(a: Option<Usage>, b: Option<Usage>) -> Option<Usage> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(Usage {
+            prompt_tokens: a.prompt_tokens + b.prompt_tokens,
+            cached_tokens: a.cached_tokens + b.cached_tokens,
+            completion_tokens: a.completion_tokens + b.completion_tokens,
+        }),
+        (a, b) => a.or(b),
+    }
+}
+
+fn transport_message(e: &ureq::Error) -> String {
+    match e {
+        ureq::Error::HostNotFound => "host not found".into(),
+        ureq::Error::ConnectionFailed => "connection failed".into(),
+        ureq::Error::Io(io) => format!("connection error ({})", io.kind()),
+        other => format!("request failed ({other})"),
+    }
+}
+
+/// A short reason for the report: the provider's own message, without the
+/// key it may echo back (OpenAI prints a masked key on 401).
+fn failure_reason(f: &Failure) -> String {
+    match f {
+        Failure::Timeout => "the request timed out".into(),
+        Failure::Network(m) | Failure::BadResponse(m) => m.clone(),
+        Failure::Http { status, body, .. } => {
+            #[derive(Deserialize)]
+            struct Envelope {
+                error: Inner,
+            }
+            #[derive(Deserialize)]
+            struct Inner {
+                #[serde(default)]
+                code: Option<String>,
+                #[serde(default, rename = "type")]
+                kind: Option<String>,
+            }
+            match serde_json::from_str::<Envelope>(body) {
+                Ok(e) => format!(
+                    "HTTP {status} {}",
+                    e.error.code.or(e.error.kind).unwrap_or_default()
+                )
+                .trim_end()
+                .to_string(),
+                Err(_) => format!("HTTP {status}"),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_well_formed_answer_is_a_decision() {
+        let a = parse_answer(
+            r#"{"action":"EVOLVE","reason":"unchecked input","findings":[{"line":3,"severity":"major","message":"validate x"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(a.action, Action::Evolve);
+        assert_eq!(a.findings[0].severity, Severity::Major);
+    }
+
+    #[test]
+    fn anything_else_is_not_a_decision() {
+        for bad in [
+            "",
+            "SKIP",
+            r#"{"action":"skip","reason":"x","findings":[]}"#,
+            r#"{"action":"SKIP","findings":[]}"#,
+            r#"{"action":"SKIP","reason":"x"}"#,
+            r#"{"action":"SKIP","reason":"","findings":[]}"#,
+            r#"{"action":"SKIP","reason":"x","findings":[{"line":"3","severity":"major","message":"m"}]}"#,
+            r#"{"action":"SKIP","reason":"x","findings":[{"line":3,"severity":"huge","message":"m"}]}"#,
+            "```json\n{\"action\":\"SKIP\"}\n```",
+        ] {
+            assert!(parse_answer(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn failure_reasons_name_the_code_not_the_message() {
+        let body = r#"{"error":{"message":"Incorrect API key provided: sk-VKMI***wjh3.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}"#;
+        let r = failure_reason(&Failure::Http {
+            status: 401,
+            body: body.into(),
+            retry_after_ms: None,
+            retry_after: None,
+        });
+        assert_eq!(r, "HTTP 401 invalid_api_key");
+    }
+
+    #[test]
+    fn the_key_never_prints_itself() {
+        let k = ApiKey::new("sk-secret".into());
+        assert_eq!(format!("{k:?}"), "ApiKey(***)");
+    }
+}

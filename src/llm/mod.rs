@@ -1,0 +1,5 @@
+//! The LLM advisor's pure parts: how provider errors are classified and retried, and what calls cost.
+
+pub mod client;
+pub mod prices;
+pub mod protocol;

@@ -1,0 +1,864 @@
+//! The LLM error protocol: classify a failed call, then retry only what retrying can fix.
+
+use std::time::Duration as StdDuration;
+
+use chrono::{DateTime, Duration, NaiveTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// What kind of failure a call ended in; decides retries, backoff and circuit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Class {
+    Timeout,
+    Network,
+    Server,
+    RateLimit,
+    Quota,
+    Auth,
+    Request,
+    BadResponse,
+    Unknown,
+}
+
+impl Class {
+    pub const ALL: [Class; 9] = [
+        Class::Timeout,
+        Class::Network,
+        Class::Server,
+        Class::RateLimit,
+        Class::Quota,
+        Class::Auth,
+        Class::Request,
+        Class::BadResponse,
+        Class::Unknown,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Class::Timeout => "timeout",
+            Class::Network => "network",
+            Class::Server => "server",
+            Class::RateLimit => "rate_limit",
+            Class::Quota => "quota",
+            Class::Auth => "auth",
+            Class::Request => "request",
+            Class::BadResponse => "bad_response",
+            Class::Unknown => "unknown",
+        }
+    }
+}
+
+/// How long the provider is left alone once a class's retries are spent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hold {
+    None,
+    For(Duration),
+    UntilNextUtcDay,
+}
+
+/// One row of the protocol table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rule {
+    pub retries: u32,
+    /// Milliseconds to wait before retry n (1-based) is `backoff[n - 1]`.
+    pub backoff: &'static [u64],
+    pub hold: Hold,
+}
+
+/// The protocol table of DESIGN.md section 5, row for row.
+pub fn rule(class: Class) -> Rule {
+    let (retries, backoff, hold): (u32, &'static [u64], Hold) = match class {
+        Class::Timeout => (2, &[1000, 2000], Hold::None),
+        Class::Network => (2, &[2000, 4000], Hold::For(Duration::minutes(5))),
+        Class::Server => (2, &[2000, 4000], Hold::For(Duration::minutes(10))),
+        Class::RateLimit => (2, &[5000, 15000], Hold::For(Duration::minutes(2))),
+        Class::Quota => (0, &[], Hold::UntilNextUtcDay),
+        Class::Auth => (0, &[], Hold::For(Duration::minutes(60))),
+        Class::Request => (0, &[], Hold::For(Duration::minutes(60))),
+        Class::BadResponse => (1, &[1000], Hold::None),
+        Class::Unknown => (0, &[], Hold::For(Duration::minutes(5))),
+    };
+    Rule {
+        retries,
+        backoff,
+        hold,
+    }
+}
+
+/// What a human should know (and do) about a class, for the report and the circuit.
+pub fn advice(class: Class) -> &'static str {
+    match class {
+        Class::Timeout => {
+            "the provider did not answer in time: retried with backoff; the file waits for the next tick"
+        }
+        Class::Network => {
+            "could not reach the provider (connect, DNS, reset or truncated body): check OPENAI_BASE_URL and the network; calls resume when the circuit closes"
+        }
+        Class::Server => {
+            "the provider failed on its side (5xx, overloaded included): nothing to fix here; calls resume when the circuit closes"
+        }
+        Class::RateLimit => {
+            "rate limit reached (requests or tokens per minute): calls resume when the circuit closes; lower the call rate or raise the limit if it keeps happening"
+        }
+        Class::Quota => {
+            "billing quota exhausted: no further calls today; top up or raise the limit, then wait for 00:00 UTC or clear the circuit"
+        }
+        Class::Auth => {
+            "the API key was refused (401/403): fix OPENAI_API_KEY or its permissions, then clear the circuit"
+        }
+        Class::Request => {
+            "the provider rejected the request itself (unknown model, prompt too long, malformed): retrying cannot help; fix the model or shrink the prompt, then clear the circuit"
+        }
+        Class::BadResponse => {
+            "the provider answered, but not with the expected JSON: retried once; check that the model follows the answer format"
+        }
+        Class::Unknown => {
+            "unrecognised provider error: held for a few minutes; read the reason and report it if it keeps happening"
+        }
+    }
+}
+
+/// One failed attempt, as the HTTP client saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    Timeout,
+    /// connect/DNS/reset/truncated body
+    Network(String),
+    Http {
+        status: u16,
+        body: String,
+        /// The raw `retry-after-ms` header, if any.
+        retry_after_ms: Option<String>,
+        /// The raw `Retry-After` header, if any.
+        retry_after: Option<String>,
+    },
+    /// 2xx whose body is not the expected JSON answer
+    BadResponse(String),
+}
+
+/// Billing codes that mean "out of money", not "too fast": retrying them loops until midnight.
+const QUOTA_CODES: [&str; 5] = [
+    "insufficient_quota",
+    "credit_balance_exhausted",
+    "organization_usage_limit_exceeded",
+    "organization_spend_limit_exceeded",
+    "project_spend_limit_exceeded",
+];
+
+/// The `error` object's fields; all absent when the body is HTML, empty or not an error.
+#[derive(Default)]
+struct ErrorBody {
+    kind: Option<String>,
+    code: Option<String>,
+    message: Option<String>,
+}
+
+fn error_body(body: &str) -> ErrorBody {
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(body) else {
+        return ErrorBody::default();
+    };
+    let field = |name: &str| {
+        value
+            .get("error")
+            .and_then(|e| e.get(name))
+            .and_then(|v| v.as_str())
+            .map(str::to_owned)
+    };
+    ErrorBody {
+        kind: field("type"),
+        code: field("code"),
+        message: field("message"),
+    }
+}
+
+/// Class of a failed attempt. The body decides before the status does: both
+/// "too many requests per minute" and "you are out of money" are 429.
+pub fn classify(f: &Failure) -> Class {
+    let (status, body) = match f {
+        Failure::Timeout => return Class::Timeout,
+        Failure::Network(_) => return Class::Network,
+        Failure::BadResponse(_) => return Class::BadResponse,
+        Failure::Http { status, body, .. } => (*status, body),
+    };
+    let err = error_body(body);
+    let code = err.code.as_deref();
+    if code == Some("context_length_exceeded") {
+        return Class::Request;
+    }
+    if status == 429 {
+        let quota = err.kind.as_deref() == Some("insufficient_quota")
+            || code.is_some_and(|c| QUOTA_CODES.contains(&c));
+        if quota {
+            return Class::Quota;
+        }
+        // Carries code rate_limit_exceeded, yet the same request can never fit.
+        if err
+            .message
+            .as_deref()
+            .is_some_and(|m| m.trim_start().starts_with("Request too large"))
+        {
+            return Class::Request;
+        }
+        return Class::RateLimit;
+    }
+    match status {
+        401 | 403 => Class::Auth,
+        400 | 404 | 413 | 422 => Class::Request,
+        500..=599 => Class::Server,
+        _ => Class::Unknown,
+    }
+}
+
+/// Longest server wait still believed. Beyond it the header is noise (or hostile), and
+/// believing it would park the provider past `is_open`'s cap anyway.
+const MAX_SANE_WAIT: StdDuration = StdDuration::from_secs(24 * 60 * 60);
+
+/// Longest wait that is slept; anything longer opens the circuit instead.
+const MAX_SLEEP: StdDuration = StdDuration::from_secs(60);
+
+/// Beyond this distance a circuit cannot be legitimate (24 h quota hold, plus slack).
+const MAX_HOLD: Duration = Duration::hours(25);
+
+fn sane(d: StdDuration) -> Option<StdDuration> {
+    (!d.is_zero() && d <= MAX_SANE_WAIT).then_some(d)
+}
+
+/// A sane wait the server asked for: `retry-after-ms` (float ms) first, then `Retry-After`
+/// (integer seconds or an HTTP date, relative to `now`); only values > 0 count.
+pub fn server_wait(
+    retry_after_ms: Option<&str>,
+    retry_after: Option<&str>,
+    now: DateTime<Utc>,
+) -> Option<StdDuration> {
+    let from_ms = retry_after_ms.and_then(|s| {
+        let ms: f64 = s.trim().parse().ok()?;
+        // Finite and positive before converting: `as u64` would saturate NaN/negatives silently.
+        if !ms.is_finite() || ms <= 0.0 || ms > MAX_SANE_WAIT.as_millis() as f64 {
+            return None;
+        }
+        sane(StdDuration::from_nanos((ms * 1_000_000.0).round() as u64))
+    });
+    from_ms.or_else(|| {
+        let s = retry_after?.trim();
+        if let Ok(secs) = s.parse::<u64>() {
+            return sane(StdDuration::from_secs(secs));
+        }
+        let at = DateTime::parse_from_rfc2822(s).ok()?.with_timezone(&Utc);
+        sane((at - now).to_std().ok()?)
+    })
+}
+
+/// What to do after a failed attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Sleep this long, then try again.
+    Retry(StdDuration),
+    /// Give up on this file; open the circuit until this instant (None = no circuit).
+    Stop { hold_until: Option<DateTime<Utc>> },
+}
+
+fn hold_until(hold: Hold, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    match hold {
+        Hold::None => None,
+        Hold::For(d) => Some(now + d),
+        Hold::UntilNextUtcDay => Some(next_utc_midnight(now)),
+    }
+}
+
+/// What to do after the `failures`-th failed attempt (1-based) of class `class`.
+/// The server's wait wins over the table's backoff when sane; a wait over 60 s is
+/// never slept: it stops and opens the circuit for that long (max(hold, wait)).
+/// When retries are spent: Stop with the class's hold (None / now+d / next 00:00 UTC).
+pub fn next_step(
+    class: Class,
+    failures: u32,
+    server_wait: Option<StdDuration>,
+    now: DateTime<Utc>,
+) -> Step {
+    let rule = rule(class);
+    let hold = hold_until(rule.hold, now);
+    // A long server wait holds the provider even when this class would not, and even
+    // when the retries are spent anyway: calling before it ends is known to fail.
+    if let Some(wait) = server_wait.filter(|w| *w > MAX_SLEEP) {
+        let wait = Duration::from_std(wait).unwrap_or(MAX_HOLD).min(MAX_HOLD);
+        let by_server = now + wait;
+        return Step::Stop {
+            hold_until: Some(hold.map_or(by_server, |h| h.max(by_server))),
+        };
+    }
+    let failures = failures.max(1);
+    if failures > rule.retries {
+        return Step::Stop { hold_until: hold };
+    }
+    let table = rule
+        .backoff
+        .get(failures as usize - 1)
+        .or(rule.backoff.last())
+        .copied()
+        .unwrap_or(0);
+    Step::Retry(server_wait.unwrap_or(StdDuration::from_millis(table)))
+}
+
+/// The provider is held until `until`; every call before then is skipped.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Circuit {
+    pub class: Class,
+    pub reason: String,
+    pub until: DateTime<Utc>,
+    pub advice: String,
+}
+
+impl Circuit {
+    /// A circuit for `class`, carrying that class's advice.
+    pub fn new(class: Class, reason: impl Into<String>, until: DateTime<Utc>) -> Circuit {
+        Circuit {
+            class,
+            reason: reason.into(),
+            until,
+            advice: advice(class).to_owned(),
+        }
+    }
+}
+
+/// Open at `now`? A circuit whose `until` is further away than any class could hold
+/// (the clock went backwards, or the state was edited) counts as closed, so a bad
+/// clock can never hold the provider forever.
+pub fn is_open(c: &Circuit, now: DateTime<Utc>) -> bool {
+    now < c.until && c.until - now <= MAX_HOLD
+}
+
+/// The first 00:00 UTC strictly after `now` (exactly midnight holds a full day).
+pub fn next_utc_midnight(now: DateTime<Utc>) -> DateTime<Utc> {
+    let day = now.date_naive().succ_opt().unwrap_or(now.date_naive());
+    day.and_time(NaiveTime::MIN).and_utc()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Exact copies of the bodies documented in reference/api-shapes.md.
+    const RATE_LIMIT_TOKENS: &str = r#"{"error":{"message":"Rate limit reached for o4-mini in organization org-**** on tokens per min (TPM): Limit 200000, Used 162960, Requested 42288. Please try again in 1.574s. Visit https://platform.openai.com/account/rate-limits to learn more.","type":"tokens","param":null,"code":"rate_limit_exceeded"}}"#;
+    const QUOTA: &str = r#"{"error":{"message":"You exceeded your current quota, please check your plan and billing details. For more information on this error, read the docs: https://platform.openai.com/docs/guides/error-codes/api-errors.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}"#;
+    const SPEND_LIMIT: &str = r#"{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","code":"project_spend_limit_exceeded"}}"#;
+    const BAD_KEY: &str = r#"{"error":{"message":"Incorrect API key provided: sk-VKMI***wjh3. You can find your API key at https://platform.openai.com/account/api-keys.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}"#;
+    const NO_MODEL: &str = r#"{"error":{"message":"The model `gpt-4o` does not exist or you do not have access to it.","type":"invalid_request_error","param":null,"code":"model_not_found"}}"#;
+    const TOO_LONG: &str = r#"{"error":{"message":"This model's maximum context length is 16385 tokens. However, your messages resulted in 16468 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#;
+    const SERVER: &str = r#"{"error":{"message":"The server had an error processing your request. Sorry about that! You can retry your request, or contact us through our help center at help.openai.com if you keep seeing this error.","type":"server_error","param":null,"code":null}}"#;
+    const OVERLOADED: &str = r#"{"error":{"message":"That model is currently overloaded with other requests. You can retry your request, or contact us through our help center at help.openai.com if the error persists.","type":"server_error","param":null,"code":null}}"#;
+    // Documented in prose only ("starts with Request too large", code rate_limit_exceeded).
+    const REQUEST_TOO_LARGE: &str = r#"{"error":{"message":"Request too large for gpt-4o in organization org-**** on tokens per min (TPM): Limit 30000, Requested 41234. The input or output tokens must be reduced in order to run successfully.","type":"tokens","param":null,"code":"rate_limit_exceeded"}}"#;
+
+    fn at(s: &str) -> DateTime<Utc> {
+        s.parse().unwrap()
+    }
+
+    fn now() -> DateTime<Utc> {
+        at("2026-06-16T12:00:00Z")
+    }
+
+    fn http(status: u16, body: &str) -> Failure {
+        Failure::Http {
+            status,
+            body: body.to_owned(),
+            retry_after_ms: None,
+            retry_after: None,
+        }
+    }
+
+    fn ms(n: u64) -> StdDuration {
+        StdDuration::from_millis(n)
+    }
+
+    fn secs(n: u64) -> StdDuration {
+        StdDuration::from_secs(n)
+    }
+
+    /// Drives `next_step` the way the client does; returns (attempts, waits, hold).
+    fn run(
+        class: Class,
+        server: Option<StdDuration>,
+    ) -> (u32, Vec<StdDuration>, Option<DateTime<Utc>>) {
+        let mut waits = Vec::new();
+        let mut failures = 0;
+        loop {
+            failures += 1;
+            match next_step(class, failures, server, now()) {
+                Step::Retry(d) => waits.push(d),
+                Step::Stop { hold_until } => return (failures, waits, hold_until),
+            }
+            assert!(failures < 100, "{class:?} never stops");
+        }
+    }
+
+    #[test]
+    fn the_table_matches_the_design_row_for_row() {
+        let m = Duration::minutes;
+        let expected = [
+            (Class::Timeout, 2, &[1000, 2000][..], Hold::None),
+            (Class::Network, 2, &[2000, 4000][..], Hold::For(m(5))),
+            (Class::Server, 2, &[2000, 4000][..], Hold::For(m(10))),
+            (Class::RateLimit, 2, &[5000, 15000][..], Hold::For(m(2))),
+            (Class::Quota, 0, &[][..], Hold::UntilNextUtcDay),
+            (Class::Auth, 0, &[][..], Hold::For(m(60))),
+            (Class::Request, 0, &[][..], Hold::For(m(60))),
+            (Class::BadResponse, 1, &[1000][..], Hold::None),
+            (Class::Unknown, 0, &[][..], Hold::For(m(5))),
+        ];
+        for (class, retries, backoff, hold) in expected {
+            assert_eq!(
+                rule(class),
+                Rule {
+                    retries,
+                    backoff,
+                    hold
+                },
+                "{class:?}"
+            );
+        }
+        assert_eq!(expected.len(), Class::ALL.len());
+    }
+
+    #[test]
+    fn every_class_has_one_backoff_per_retry() {
+        for class in Class::ALL {
+            let r = rule(class);
+            assert_eq!(r.backoff.len(), r.retries as usize, "{class:?}");
+        }
+    }
+
+    #[test]
+    fn class_names_are_snake_case_and_match_serde() {
+        for class in Class::ALL {
+            let json = serde_json::to_string(&class).unwrap();
+            assert_eq!(json, format!("\"{}\"", class.as_str()));
+            assert_eq!(serde_json::from_str::<Class>(&json).unwrap(), class);
+        }
+        assert_eq!(Class::RateLimit.as_str(), "rate_limit");
+        assert_eq!(Class::BadResponse.as_str(), "bad_response");
+    }
+
+    #[test]
+    fn every_class_has_its_own_one_sentence_advice() {
+        let mut seen = std::collections::HashSet::new();
+        for class in Class::ALL {
+            let a = advice(class);
+            assert!(!a.is_empty() && !a.contains('\n'), "{class:?}");
+            assert!(seen.insert(a), "{class:?} shares its advice");
+        }
+        assert_eq!(
+            advice(Class::Quota),
+            "billing quota exhausted: no further calls today; top up or raise the limit, then wait for 00:00 UTC or clear the circuit"
+        );
+    }
+
+    #[test]
+    fn documented_rate_limit_on_tokens_is_rate_limit() {
+        assert_eq!(classify(&http(429, RATE_LIMIT_TOKENS)), Class::RateLimit);
+    }
+
+    #[test]
+    fn documented_insufficient_quota_is_quota_not_rate_limit() {
+        assert_eq!(classify(&http(429, QUOTA)), Class::Quota);
+    }
+
+    #[test]
+    fn documented_project_spend_limit_is_quota() {
+        assert_eq!(classify(&http(429, SPEND_LIMIT)), Class::Quota);
+    }
+
+    #[test]
+    fn documented_bad_key_is_auth() {
+        assert_eq!(classify(&http(401, BAD_KEY)), Class::Auth);
+    }
+
+    #[test]
+    fn documented_model_not_found_is_request() {
+        assert_eq!(classify(&http(404, NO_MODEL)), Class::Request);
+    }
+
+    #[test]
+    fn documented_context_length_exceeded_is_request() {
+        assert_eq!(classify(&http(400, TOO_LONG)), Class::Request);
+    }
+
+    #[test]
+    fn documented_500_server_error_is_server() {
+        assert_eq!(classify(&http(500, SERVER)), Class::Server);
+    }
+
+    #[test]
+    fn documented_503_overloaded_is_server() {
+        assert_eq!(classify(&http(503, OVERLOADED)), Class::Server);
+    }
+
+    #[test]
+    fn a_429_request_too_large_is_request_because_retrying_cannot_help() {
+        assert_eq!(classify(&http(429, REQUEST_TOO_LARGE)), Class::Request);
+    }
+
+    #[test]
+    fn every_billing_code_is_quota_whatever_the_type() {
+        for code in QUOTA_CODES {
+            let body = format!(
+                r#"{{"error":{{"message":"billing","type":"billing_error","param":null,"code":"{code}"}}}}"#
+            );
+            assert_eq!(classify(&http(429, &body)), Class::Quota, "{code}");
+        }
+    }
+
+    #[test]
+    fn insufficient_quota_type_is_quota_even_with_a_null_code() {
+        let body =
+            r#"{"error":{"message":"x","type":"insufficient_quota","param":null,"code":null}}"#;
+        assert_eq!(classify(&http(429, body)), Class::Quota);
+    }
+
+    #[test]
+    fn context_length_exceeded_is_request_whatever_the_status() {
+        for status in [400, 429, 500] {
+            assert_eq!(
+                classify(&http(status, TOO_LONG)),
+                Class::Request,
+                "{status}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_429_with_an_html_or_empty_body_is_rate_limit() {
+        let html =
+            "<html><head><title>429 Too Many Requests</title></head><body>nginx</body></html>";
+        assert_eq!(classify(&http(429, html)), Class::RateLimit);
+        assert_eq!(classify(&http(429, "")), Class::RateLimit);
+        assert_eq!(
+            classify(&http(429, r#"{"detail":"slow down"}"#)),
+            Class::RateLimit
+        );
+    }
+
+    #[test]
+    fn statuses_without_a_telling_body_fall_back_to_the_table() {
+        let cases = [
+            (401, Class::Auth),
+            (403, Class::Auth),
+            (400, Class::Request),
+            (404, Class::Request),
+            (413, Class::Request),
+            (422, Class::Request),
+            (500, Class::Server),
+            (502, Class::Server),
+            (503, Class::Server),
+            (599, Class::Server),
+            (418, Class::Unknown),
+            (302, Class::Unknown),
+            (200, Class::Unknown),
+            (600, Class::Unknown),
+        ];
+        for (status, class) in cases {
+            assert_eq!(
+                classify(&http(status, "<html>oops</html>")),
+                class,
+                "{status}"
+            );
+        }
+    }
+
+    #[test]
+    fn quota_codes_on_a_status_other_than_429_do_not_change_the_status_class() {
+        assert_eq!(classify(&http(403, QUOTA)), Class::Auth);
+        assert_eq!(classify(&http(500, SPEND_LIMIT)), Class::Server);
+    }
+
+    #[test]
+    fn transport_failures_keep_their_own_class() {
+        assert_eq!(classify(&Failure::Timeout), Class::Timeout);
+        assert_eq!(
+            classify(&Failure::Network("connection reset".into())),
+            Class::Network
+        );
+        assert_eq!(
+            classify(&Failure::BadResponse("not json".into())),
+            Class::BadResponse
+        );
+    }
+
+    #[test]
+    fn classes_without_retries_make_exactly_one_attempt() {
+        for class in [Class::Quota, Class::Auth, Class::Request, Class::Unknown] {
+            let (attempts, waits, _) = run(class, None);
+            assert_eq!(attempts, 1, "{class:?}");
+            assert!(waits.is_empty(), "{class:?}");
+        }
+    }
+
+    #[test]
+    fn retried_classes_make_exactly_the_table_attempts_with_the_table_waits() {
+        let cases = [
+            (Class::Server, 3, vec![ms(2000), ms(4000)]),
+            (Class::Network, 3, vec![ms(2000), ms(4000)]),
+            (Class::Timeout, 3, vec![ms(1000), ms(2000)]),
+            (Class::RateLimit, 3, vec![ms(5000), ms(15000)]),
+            (Class::BadResponse, 2, vec![ms(1000)]),
+        ];
+        for (class, attempts, waits) in cases {
+            let (made, slept, _) = run(class, None);
+            assert_eq!((made, slept), (attempts, waits), "{class:?}");
+        }
+    }
+
+    #[test]
+    fn spent_retries_open_the_circuit_for_the_class_hold() {
+        let n = now();
+        let cases = [
+            (Class::Timeout, None),
+            (Class::Network, Some(n + Duration::minutes(5))),
+            (Class::Server, Some(n + Duration::minutes(10))),
+            (Class::RateLimit, Some(n + Duration::minutes(2))),
+            (Class::Quota, Some(at("2026-06-17T00:00:00Z"))),
+            (Class::Auth, Some(n + Duration::minutes(60))),
+            (Class::Request, Some(n + Duration::minutes(60))),
+            (Class::BadResponse, None),
+            (Class::Unknown, Some(n + Duration::minutes(5))),
+        ];
+        for (class, hold) in cases {
+            assert_eq!(run(class, None).2, hold, "{class:?}");
+        }
+    }
+
+    #[test]
+    fn a_sane_server_wait_replaces_the_table_backoff() {
+        assert_eq!(
+            next_step(Class::RateLimit, 1, Some(secs(3)), now()),
+            Step::Retry(secs(3))
+        );
+        assert_eq!(
+            next_step(Class::RateLimit, 2, Some(ms(1574)), now()),
+            Step::Retry(ms(1574))
+        );
+    }
+
+    #[test]
+    fn a_server_wait_does_not_buy_retries_the_class_does_not_have() {
+        assert_eq!(
+            next_step(Class::Quota, 1, Some(secs(2)), now()),
+            Step::Stop {
+                hold_until: Some(at("2026-06-17T00:00:00Z"))
+            }
+        );
+        assert_eq!(run(Class::RateLimit, Some(secs(1))).0, 3);
+    }
+
+    #[test]
+    fn a_wait_of_exactly_60_s_is_still_slept() {
+        assert_eq!(
+            next_step(Class::RateLimit, 1, Some(secs(60)), now()),
+            Step::Retry(secs(60))
+        );
+    }
+
+    #[test]
+    fn a_120_s_server_wait_opens_the_circuit_for_120_s_instead_of_sleeping() {
+        assert_eq!(
+            next_step(Class::RateLimit, 1, Some(secs(120)), now()),
+            Step::Stop {
+                hold_until: Some(now() + Duration::seconds(120))
+            }
+        );
+        // A class with no hold of its own is held for the server's wait too.
+        assert_eq!(
+            next_step(Class::Timeout, 1, Some(secs(120)), now()),
+            Step::Stop {
+                hold_until: Some(now() + Duration::seconds(120))
+            }
+        );
+    }
+
+    #[test]
+    fn a_long_server_wait_and_the_class_hold_take_the_longer() {
+        assert_eq!(
+            next_step(Class::RateLimit, 1, Some(secs(300)), now()),
+            Step::Stop {
+                hold_until: Some(now() + Duration::seconds(300))
+            }
+        );
+        assert_eq!(
+            next_step(Class::Server, 1, Some(secs(120)), now()),
+            Step::Stop {
+                hold_until: Some(now() + Duration::minutes(10))
+            }
+        );
+        // Retries already spent: the server's longer wait still wins over the class hold.
+        assert_eq!(
+            next_step(Class::RateLimit, 3, Some(secs(300)), now()),
+            Step::Stop {
+                hold_until: Some(now() + Duration::seconds(300))
+            }
+        );
+    }
+
+    #[test]
+    fn a_zero_failure_count_is_read_as_the_first_failure() {
+        assert_eq!(
+            next_step(Class::Server, 0, None, now()),
+            Step::Retry(ms(2000))
+        );
+    }
+
+    #[test]
+    fn retry_after_ms_wins_over_retry_after() {
+        assert_eq!(
+            server_wait(Some("1500.5"), Some("7"), now()),
+            Some(StdDuration::from_micros(1_500_500))
+        );
+    }
+
+    #[test]
+    fn retry_after_seconds_is_used_without_retry_after_ms() {
+        assert_eq!(server_wait(None, Some("7"), now()), Some(secs(7)));
+        assert_eq!(server_wait(None, Some(" 7 "), now()), Some(secs(7)));
+    }
+
+    #[test]
+    fn retry_after_as_an_http_date_is_relative_to_now() {
+        assert_eq!(
+            server_wait(None, Some("Tue, 16 Jun 2026 12:00:30 GMT"), now()),
+            Some(secs(30))
+        );
+        assert_eq!(
+            server_wait(None, Some("Tue, 16 Jun 2026 11:59:00 GMT"), now()),
+            None,
+            "a date in the past asks for no wait"
+        );
+        assert_eq!(
+            server_wait(None, Some("Tue, 16 Jun 2026 12:00:00 GMT"), now()),
+            None
+        );
+    }
+
+    #[test]
+    fn zero_negative_and_garbage_waits_are_ignored() {
+        for bad in ["0", "-1", "0.0", "-1.5", "soon", "", "NaN", "inf", "1e400"] {
+            assert_eq!(server_wait(Some(bad), None, now()), None, "ms {bad:?}");
+            assert_eq!(server_wait(None, Some(bad), now()), None, "s {bad:?}");
+        }
+        assert_eq!(server_wait(None, None, now()), None);
+    }
+
+    #[test]
+    fn a_bad_retry_after_ms_falls_back_to_retry_after() {
+        assert_eq!(server_wait(Some("-1"), Some("7"), now()), Some(secs(7)));
+        assert_eq!(
+            server_wait(Some("garbage"), Some("7"), now()),
+            Some(secs(7))
+        );
+    }
+
+    #[test]
+    fn a_wait_longer_than_a_day_is_not_believed() {
+        assert_eq!(server_wait(None, Some("86400"), now()), Some(secs(86_400)));
+        assert_eq!(server_wait(None, Some("86401"), now()), None);
+        assert_eq!(server_wait(Some("1e12"), None, now()), None);
+        assert_eq!(
+            server_wait(None, Some("Fri, 01 Jan 2100 00:00:00 GMT"), now()),
+            None
+        );
+    }
+
+    #[test]
+    fn the_next_utc_midnight_is_strictly_after_now() {
+        assert_eq!(
+            next_utc_midnight(at("2026-06-16T12:00:00Z")),
+            at("2026-06-17T00:00:00Z")
+        );
+        assert_eq!(
+            next_utc_midnight(at("2026-06-16T23:59:59Z")),
+            at("2026-06-17T00:00:00Z")
+        );
+        assert_eq!(
+            next_utc_midnight(at("2026-06-16T00:00:00Z")),
+            at("2026-06-17T00:00:00Z")
+        );
+        assert_eq!(
+            next_utc_midnight(at("2026-12-31T23:00:00Z")),
+            at("2027-01-01T00:00:00Z")
+        );
+    }
+
+    #[test]
+    fn a_quota_hold_ends_at_the_next_utc_midnight() {
+        for (now, until) in [
+            ("2026-06-16T23:59:59Z", "2026-06-17T00:00:00Z"),
+            ("2026-06-16T00:00:00Z", "2026-06-17T00:00:00Z"),
+            ("2026-06-16T09:00:00Z", "2026-06-17T00:00:00Z"),
+        ] {
+            assert_eq!(
+                next_step(Class::Quota, 1, None, at(now)),
+                Step::Stop {
+                    hold_until: Some(at(until))
+                },
+                "{now}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_quota_hold_is_utc_whatever_offset_the_clock_was_read_in() {
+        let local: DateTime<chrono::FixedOffset> = "2026-06-17T01:30:00+02:00".parse().unwrap();
+        assert_eq!(
+            next_utc_midnight(local.with_timezone(&Utc)),
+            at("2026-06-17T00:00:00Z")
+        );
+    }
+
+    #[test]
+    fn a_circuit_is_open_before_until_and_closed_from_until_on() {
+        let c = Circuit::new(
+            Class::Server,
+            "503 overloaded",
+            now() + Duration::minutes(10),
+        );
+        assert!(is_open(&c, now()));
+        assert!(is_open(&c, now() + Duration::minutes(9)));
+        assert!(!is_open(&c, now() + Duration::minutes(10)));
+        assert!(!is_open(&c, now() + Duration::hours(1)));
+    }
+
+    #[test]
+    fn a_full_day_quota_circuit_is_open() {
+        let midnight = at("2026-06-16T00:00:00Z");
+        let c = Circuit::new(
+            Class::Quota,
+            "insufficient_quota",
+            next_utc_midnight(midnight),
+        );
+        assert!(is_open(&c, midnight));
+    }
+
+    #[test]
+    fn a_circuit_absurdly_far_ahead_is_treated_as_closed() {
+        let c = Circuit::new(Class::RateLimit, "429", now() + Duration::days(30));
+        assert!(!is_open(&c, now()));
+        let edge = Circuit::new(Class::Quota, "x", now() + Duration::hours(25));
+        assert!(is_open(&edge, now()));
+        let past = Circuit::new(
+            Class::Quota,
+            "x",
+            now() + Duration::hours(25) + Duration::seconds(1),
+        );
+        assert!(!is_open(&past, now()));
+    }
+
+    #[test]
+    fn a_circuit_carries_its_class_advice_and_round_trips_through_json() {
+        let c = Circuit::new(
+            Class::Auth,
+            "401 invalid_api_key",
+            now() + Duration::hours(1),
+        );
+        assert_eq!(c.advice, advice(Class::Auth));
+        let json = serde_json::to_string(&c).unwrap();
+        assert!(json.contains("\"class\":\"auth\""), "{json}");
+        assert_eq!(serde_json::from_str::<Circuit>(&json).unwrap(), c);
+    }
+}
