@@ -8,12 +8,14 @@ use chrono::Utc;
 use crate::cli::{
     Cli, Command, Environment, ExplainArgs, SourceArgs, SourceChoice, StatsArgs, TickArgs,
 };
+use crate::llm::client::{Advisor, ApiKey, OpenAiAdvisor, OpenAiConfig};
 use crate::report::{self, explain, stats};
 use crate::source::Source;
 use crate::source::git::GitSource;
 use crate::source::gitlab::GitLabSource;
 use crate::state::{journal, store};
-use crate::tick::{self, TickConfig};
+use crate::tick::{self, AdvisorSettings, TickConfig};
+use std::time::Duration;
 
 /// Run the parsed command; the returned value is the process exit code.
 pub fn run(cli: Cli) -> Result<u8> {
@@ -24,9 +26,8 @@ pub fn run(cli: Cli) -> Result<u8> {
     }
 }
 
-fn make_source(args: &SourceArgs) -> Result<(Box<dyn Source>, String)> {
-    let env = Environment::from_lookup(|k| std::env::var(k).ok());
-    let choice = args.choose(&env)?;
+fn make_source(args: &SourceArgs, env: &Environment) -> Result<(Box<dyn Source>, String)> {
+    let choice = args.choose(env)?;
     let rev = choice.rev();
     let source: Box<dyn Source> = match choice {
         SourceChoice::Git { repo, branch, path } => Box::new(GitSource::new(repo, branch, path)),
@@ -36,7 +37,11 @@ fn make_source(args: &SourceArgs) -> Result<(Box<dyn Source>, String)> {
 }
 
 fn run_tick(args: TickArgs) -> Result<u8> {
-    let (mut source, rev) = make_source(&args.source)?;
+    let env = Environment::from_lookup(|k| std::env::var(k).ok());
+    args.llm.validate()?;
+    let advisor_on = args.llm.enabled(env.openai_api_key.is_some())?;
+    let (mut source, rev) = make_source(&args.source, &env)?;
+    let model = advisor_on.then_some(args.llm.model.as_str());
     let cfg = TickConfig {
         state: args.state.resolve(&args.source.repo),
         rev,
@@ -44,11 +49,32 @@ fn run_tick(args: TickArgs) -> Result<u8> {
         dry_run: args.dry_run,
         max_files: args.max_files,
         max_file_bytes: args.max_file_bytes,
-        evidence: tick::current_evidence(),
-        advisor: None,
+        evidence: tick::current_evidence(model),
         now: args.now.unwrap_or_else(Utc::now),
+        advisor: advisor_on.then(|| AdvisorSettings {
+            daily_budget: args.llm.daily_budget,
+            price: args.llm.price(),
+            per_call: args.llm.cost_per_call,
+            max_tokens: args.llm.max_tokens,
+        }),
     };
-    let report = tick::run(&cfg, source.as_mut())?;
+    // A dry run calls no model.
+    let mut advisor = match (&env.openai_api_key, advisor_on && !args.dry_run) {
+        (Some(key), true) => Some(OpenAiAdvisor::new(OpenAiConfig {
+            base_url: args.llm.llm_url.clone(),
+            key: ApiKey::new(key.clone()),
+            model: args.llm.model.clone(),
+            timeout: Duration::from_secs(args.llm.llm_timeout),
+            max_tokens: args.llm.max_tokens,
+            fake_sleep: args.source.fake_sleep,
+        })),
+        _ => None,
+    };
+    let report = tick::run_with(
+        &cfg,
+        source.as_mut(),
+        advisor.as_mut().map(|a| a as &mut dyn Advisor),
+    )?;
     eprintln!("{}", report::tick_line(&report));
     if args.json {
         let mut out = std::io::stdout().lock();
@@ -67,7 +93,12 @@ fn run_stats(args: StatsArgs) -> Result<u8> {
         );
     };
     let unsaved = journal::read(&path)?.unfolded(state.journal);
-    let s = stats::compute(&state, unsaved);
+    let s = stats::compute(
+        &state,
+        unsaved,
+        args.now.unwrap_or_else(Utc::now),
+        args.daily_budget,
+    );
     if args.json {
         println!("{}", serde_json::to_string(&s)?);
     } else {
@@ -85,14 +116,19 @@ fn run_explain(args: ExplainArgs) -> Result<u8> {
         );
     };
     let file = args.file.trim_start_matches("./").to_string();
-    let (mut source, rev) = make_source(&args.source)?;
+    let env = Environment::from_lookup(|k| std::env::var(k).ok());
+    let (mut source, rev) = make_source(&args.source, &env)?;
     let current = tick::current_fingerprint(
         &state,
         source.as_mut(),
         &rev,
         &file,
         tick::DEFAULT_MAX_FILE_BYTES,
-        &tick::current_evidence(),
+        &tick::current_evidence(
+            args.llm
+                .enabled(env.openai_api_key.is_some())?
+                .then_some(args.llm.model.as_str()),
+        ),
     );
     let e = explain::explain(&file, state.files.get(&file), &current);
     if args.json {

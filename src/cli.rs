@@ -106,6 +106,7 @@ pub struct Environment {
     pub ci_default_branch: Option<String>,
     pub ci_job_token_set: bool,
     pub token: Option<String>,
+    pub openai_api_key: Option<String>,
     pub ssl_cert_file: Option<PathBuf>,
 }
 
@@ -119,6 +120,7 @@ impl Environment {
             ci_default_branch: non_empty("CI_DEFAULT_BRANCH"),
             ci_job_token_set: non_empty("CI_JOB_TOKEN").is_some(),
             token: non_empty("SENTINEL_GITLAB_TOKEN").or_else(|| non_empty("GITLAB_TOKEN")),
+            openai_api_key: non_empty("OPENAI_API_KEY"),
             ssl_cert_file: non_empty("SSL_CERT_FILE").map(PathBuf::from),
         }
     }
@@ -180,6 +182,120 @@ pub struct TickArgs {
     /// Print the result as one JSON object on stdout.
     #[arg(long, env = "SENTINEL_JSON", value_parser = clap::builder::BoolishValueParser::new())]
     pub json: bool,
+    #[command(flatten)]
+    pub llm: LlmArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LlmKind {
+    /// An OpenAI-compatible chat-completions endpoint.
+    Openai,
+    /// No model: files that need judgement are reported as needs_review.
+    Off,
+}
+
+/// The advisor: which model, where, and how much it may spend.
+#[derive(Debug, Clone, Args)]
+pub struct LlmArgs {
+    /// Ask a model about files local policy cannot decide [default: openai
+    /// when OPENAI_API_KEY is set, else off]. The key comes only from the
+    /// environment (OPENAI_API_KEY).
+    #[arg(long, env = "SENTINEL_LLM", value_enum)]
+    pub llm: Option<LlmKind>,
+    /// The model to ask.
+    #[arg(long, env = "SENTINEL_MODEL", default_value = "gpt-4o-mini")]
+    pub model: String,
+    /// The OpenAI-compatible API base (local servers and proxies work).
+    #[arg(
+        long,
+        env = "OPENAI_BASE_URL",
+        value_name = "URL",
+        default_value = "https://api.openai.com/v1"
+    )]
+    pub llm_url: String,
+    /// Most USD the advisor may spend per UTC day, counted from real usage.
+    #[arg(
+        long,
+        env = "SENTINEL_DAILY_BUDGET",
+        value_name = "USD",
+        default_value_t = 2.0
+    )]
+    pub daily_budget: f64,
+    /// Seconds one model call may take.
+    #[arg(
+        long,
+        env = "SENTINEL_LLM_TIMEOUT",
+        value_name = "SECS",
+        default_value_t = 60
+    )]
+    pub llm_timeout: u64,
+    /// Most tokens the model may answer with (also reserved in the budget before a call).
+    #[arg(
+        long,
+        env = "SENTINEL_MAX_TOKENS",
+        value_name = "N",
+        default_value_t = 1024
+    )]
+    pub max_tokens: u64,
+    /// A model's price, USD per million tokens: MODEL=INPUT,CACHED_INPUT,OUTPUT.
+    /// Repeatable; overrides the built-in table.
+    #[arg(
+        long = "price",
+        env = "SENTINEL_PRICES",
+        value_name = "MODEL=IN,CACHED,OUT",
+        value_delimiter = ';',
+        value_parser = parse_price
+    )]
+    pub prices: Vec<(String, crate::llm::prices::Price)>,
+    /// USD counted per call for a model without a price (flagged as estimated in stats).
+    #[arg(
+        long,
+        env = "SENTINEL_COST_PER_CALL",
+        value_name = "USD",
+        default_value_t = 0.05
+    )]
+    pub cost_per_call: f64,
+}
+
+fn parse_price(s: &str) -> Result<(String, crate::llm::prices::Price), String> {
+    crate::llm::prices::parse_override(s)
+}
+
+impl LlmArgs {
+    /// Whether the advisor is on, given the key (or its absence).
+    pub fn enabled(&self, key_present: bool) -> Result<bool> {
+        match self.llm {
+            Some(LlmKind::Off) => Ok(false),
+            Some(LlmKind::Openai) if !key_present => bail!(
+                "--llm openai needs a key: set OPENAI_API_KEY (or use --llm off to hand files over as needs_review)"
+            ),
+            Some(LlmKind::Openai) => Ok(true),
+            None => Ok(key_present),
+        }
+    }
+
+    /// The price of the configured model: an override, else the built-in table.
+    pub fn price(&self) -> Option<crate::llm::prices::Price> {
+        self.prices
+            .iter()
+            .rev()
+            .find(|(m, _)| *m == self.model)
+            .map(|(_, p)| *p)
+            .or_else(|| crate::llm::prices::builtin(&self.model))
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        if !(self.daily_budget.is_finite() && self.daily_budget >= 0.0) {
+            bail!("--daily-budget must be a number of USD, 0 or more");
+        }
+        if !(self.cost_per_call.is_finite() && self.cost_per_call >= 0.0) {
+            bail!("--cost-per-call must be a number of USD, 0 or more");
+        }
+        if self.llm_timeout == 0 {
+            bail!("--llm-timeout must be at least 1 second");
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, Clone, Args)]
@@ -192,6 +308,17 @@ pub struct StatsArgs {
     /// Print the counters as one JSON object on stdout.
     #[arg(long, env = "SENTINEL_JSON", value_parser = clap::builder::BoolishValueParser::new())]
     pub json: bool,
+    /// The time the daily figures and the circuit are read at, RFC 3339 [default: the clock].
+    #[arg(long, env = "SENTINEL_NOW", value_name = "RFC3339", value_parser = parse_now)]
+    pub now: Option<DateTime<Utc>>,
+    /// The advisor's daily limit in USD, to show what is left of it.
+    #[arg(
+        long,
+        env = "SENTINEL_DAILY_BUDGET",
+        value_name = "USD",
+        default_value_t = 2.0
+    )]
+    pub daily_budget: f64,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -205,6 +332,9 @@ pub struct ExplainArgs {
     /// Print the explanation as one JSON object on stdout.
     #[arg(long, env = "SENTINEL_JSON", value_parser = clap::builder::BoolishValueParser::new())]
     pub json: bool,
+    /// The advisor settings of the ticks (they are part of the evidence version).
+    #[command(flatten)]
+    pub llm: LlmArgs,
 }
 
 fn parse_now(s: &str) -> Result<DateTime<Utc>, String> {

@@ -160,9 +160,14 @@ fn reported(v: &Verdict) -> ReportedVerdict {
     }
 }
 
-/// The evidence version of this build's rules and policy, with the advisor off.
-pub fn current_evidence() -> String {
-    policy::evidence_version(&EvidenceInputs::default())
+/// The evidence version of this build's rules and policy, and of the model
+/// that judges (`None`: the advisor is off).
+pub fn current_evidence(model: Option<&str>) -> String {
+    let model = model.map(|m| format!("openai:{m}"));
+    policy::evidence_version(&EvidenceInputs {
+        model: model.as_deref().unwrap_or("off"),
+        ..EvidenceInputs::default()
+    })
 }
 
 /// Run one tick against `source` with the advisor off.
@@ -303,6 +308,7 @@ pub fn run_with(
         ));
     }
     let llm_calls = work.advisor.as_ref().map_or(0, |a| a.calls());
+    state.llm.attempts += llm_calls;
     let mut slept = work
         .advisor
         .as_ref()

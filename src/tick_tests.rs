@@ -485,3 +485,309 @@ fn a_read_the_source_cannot_answer_leaves_that_file_and_the_rest_pending() {
     assert_eq!(r.exit_code, 14);
     assert_eq!(r.pending, 0);
 }
+
+mod advisor {
+    //! The advisor inside the tick: a scripted provider behind the real
+    //! error protocol, so attempts, holds and budgets are exact.
+
+    use super::*;
+    use crate::llm::client::{AdviceRequest, Advisor, Answer, Attempt, Call, with_protocol};
+    use crate::llm::prices::{Price, Usage};
+    use crate::llm::protocol::Failure;
+
+    const QUOTA: &str = r#"{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}"#;
+    const SERVER: &str = r#"{"error":{"message":"The server had an error processing your request.","type":"server_error","param":null,"code":null}}"#;
+
+    /// A provider that answers each attempt with `respond(attempt_number)`.
+    pub struct Scripted<F: FnMut(u64) -> Attempt> {
+        pub respond: F,
+        pub calls: u64,
+        pub waits: Vec<u64>,
+    }
+
+    impl<F: FnMut(u64) -> Attempt> Advisor for Scripted<F> {
+        fn model(&self) -> &str {
+            "gpt-4o-mini"
+        }
+        fn ask(&mut self, _req: &AdviceRequest, now: DateTime<Utc>) -> Call {
+            let mut waits = std::mem::take(&mut self.waits);
+            let calls = &mut self.calls;
+            let respond = &mut self.respond;
+            let call = with_protocol(now, &mut waits, true, || {
+                *calls += 1;
+                respond(*calls)
+            });
+            self.waits = waits;
+            call
+        }
+        fn calls(&self) -> u64 {
+            self.calls
+        }
+        fn waits_ms(&self) -> Vec<u64> {
+            self.waits.clone()
+        }
+    }
+
+    pub fn scripted<F: FnMut(u64) -> Attempt>(respond: F) -> Scripted<F> {
+        Scripted {
+            respond,
+            calls: 0,
+            waits: Vec::new(),
+        }
+    }
+
+    fn http(status: u16, body: &str) -> Attempt {
+        Err((
+            Failure::Http {
+                status,
+                body: body.into(),
+                retry_after_ms: None,
+                retry_after: None,
+            },
+            None,
+        ))
+    }
+
+    fn skip() -> Attempt {
+        Ok((
+            Answer {
+                action: crate::llm::client::Action::Skip,
+                reason: "fine as it is".into(),
+                findings: vec![],
+            },
+            Some(Usage {
+                prompt_tokens: 1_000,
+                cached_tokens: 0,
+                completion_tokens: 100,
+            }),
+        ))
+    }
+
+    fn advised(dir: &Path, now: DateTime<Utc>) -> TickConfig {
+        let mut c = cfg(dir, now);
+        c.advisor = Some(AdvisorSettings {
+            daily_budget: 2.0,
+            price: crate::llm::prices::builtin("gpt-4o-mini"),
+            per_call: 0.05,
+            max_tokens: 1024,
+        });
+        c
+    }
+
+    fn one_risky_file() -> MemorySource {
+        let mut src = MemorySource::new();
+        src.commit(&[("src/auth.js", "// v0\n"), ("docs/a.md", "# a\n")]);
+        src
+    }
+
+    #[test]
+    fn the_quota_wall_costs_one_call_until_midnight_utc() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut src = one_risky_file();
+        let nine: DateTime<Utc> = "2026-06-16T09:00:00Z".parse().unwrap();
+        let mut ok = scripted(|_| skip());
+        run_with(
+            &advised(dir.path(), nine - Duration::hours(9)),
+            &mut src,
+            Some(&mut ok),
+        )
+        .unwrap();
+        assert_eq!(ok.calls, 1);
+
+        let mut broke = scripted(|_| http(429, QUOTA));
+        let mut held = 0;
+        let mut t = nine;
+        let mut i = 0;
+        while t < nine + Duration::hours(15) {
+            src.amend(&[("src/auth.js", &format!("// v{}\n", i + 1))]);
+            let r = run_with(&advised(dir.path(), t), &mut src, Some(&mut broke)).unwrap();
+            assert_eq!(r.exit_code, 12);
+            held += r.counts.get("held").copied().unwrap_or(0);
+            t += Duration::minutes(2);
+            i += 1;
+        }
+        assert_eq!(i, 450);
+        assert_eq!(
+            broke.calls, 1,
+            "one call after 09:00, then held until midnight"
+        );
+        assert_eq!(held, 449);
+        let circuit = load(dir.path()).llm.circuit.unwrap();
+        assert_eq!(
+            circuit.until,
+            "2026-06-17T00:00:00Z".parse::<DateTime<Utc>>().unwrap()
+        );
+
+        // After 00:00 UTC the provider is asked again (and has been topped up).
+        let mut topped_up = scripted(|_| skip());
+        src.amend(&[("src/auth.js", "// next day\n")]);
+        let r = run_with(&advised(dir.path(), t), &mut src, Some(&mut topped_up)).unwrap();
+        assert_eq!(topped_up.calls, 1);
+        assert_eq!(outcomes(&r), [("src/auth.js".into(), "llm_skip")]);
+        assert!(
+            load(dir.path()).llm.circuit.is_none(),
+            "a success closes the circuit"
+        );
+    }
+
+    #[test]
+    fn a_server_error_takes_three_attempts_holds_ten_minutes_and_holds_the_next_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut src = MemorySource::new();
+        src.commit(&[("src/a.js", "// a\n"), ("src/b.js", "// b\n")]);
+        let now = t0();
+        let mut down = scripted(|_| http(500, SERVER));
+        let r = run_with(&advised(dir.path(), now), &mut src, Some(&mut down)).unwrap();
+        assert_eq!(down.calls, 3);
+        assert_eq!(down.waits, [2000, 4000]);
+        assert_eq!(
+            outcomes(&r),
+            [("src/a.js".into(), "failed"), ("src/b.js".into(), "held")]
+        );
+        let circuit = load(dir.path()).llm.circuit.unwrap();
+        assert_eq!(circuit.until, now + Duration::minutes(10));
+        // Not remembered as decisions: the next wake retries both.
+        let mut up = scripted(|_| skip());
+        src.amend(&[("src/c.md", "# c\n")]);
+        let r = run_with(
+            &advised(dir.path(), now + Duration::minutes(11)),
+            &mut src,
+            Some(&mut up),
+        )
+        .unwrap();
+        assert_eq!(up.calls, 2);
+        assert_eq!(r.counts.get("llm_skip"), Some(&2));
+    }
+
+    #[test]
+    fn an_auth_error_takes_one_attempt_and_holds_an_hour() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut src = one_risky_file();
+        let bad_key = r#"{"error":{"message":"Incorrect API key provided: sk-VKMI***wjh3.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}"#;
+        let mut p = scripted(|_| http(401, bad_key));
+        run_with(&advised(dir.path(), t0()), &mut src, Some(&mut p)).unwrap();
+        assert_eq!(p.calls, 1);
+        let circuit = load(dir.path()).llm.circuit.unwrap();
+        assert_eq!(circuit.until, t0() + Duration::minutes(60));
+        assert!(!format!("{circuit:?}").contains("sk-VKMI"));
+    }
+
+    #[test]
+    fn a_bad_answer_is_retried_once_and_never_a_decision() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut src = one_risky_file();
+        let mut p = scripted(|_| Err((Failure::BadResponse("not JSON".into()), None)));
+        let r = run_with(&advised(dir.path(), t0()), &mut src, Some(&mut p)).unwrap();
+        assert_eq!(p.calls, 2);
+        assert_eq!(p.waits, [1000]);
+        assert_eq!(r.counts.get("bad_response"), Some(&1));
+        assert!(load(dir.path()).llm.circuit.is_none());
+    }
+
+    #[test]
+    fn the_budget_refuses_the_call_that_would_cross_the_limit_and_the_file_waits_for_a_wake() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut src = MemorySource::new();
+        src.commit(&[("src/a.js", "// a\n"), ("src/b.js", "// b\n")]);
+        let mut c = advised(dir.path(), t0());
+        // gpt-4o: a reservation (402 prompt + 1,024 answer tokens) costs $0.0112;
+        // after the first call settles at $0.0035, the second would reach $0.0147.
+        c.advisor.as_mut().unwrap().price = Some(Price {
+            input: 2.5,
+            cached_input: 1.25,
+            output: 10.0,
+        });
+        c.advisor.as_mut().unwrap().daily_budget = 0.014;
+        let mut p = scripted(|_| skip());
+        let r = run_with(&c, &mut src, Some(&mut p)).unwrap();
+        assert_eq!(p.calls, 1);
+        assert_eq!(
+            outcomes(&r),
+            [
+                ("src/a.js".into(), "llm_skip"),
+                ("src/b.js".into(), "deferred")
+            ]
+        );
+        assert!(r.files[1].reason.starts_with("daily-budget-exhausted"));
+        // Real cost settled: 1,000 prompt + 100 completion tokens at gpt-4o prices.
+        let spent = load(dir.path()).llm.budget.measured_today;
+        assert!(
+            (spent - (1000.0 * 2.5 + 100.0 * 10.0) / 1e6).abs() < 1e-12,
+            "{spent}"
+        );
+        // A deferred file makes no tick of its own: the next tick is a no-op.
+        c.now += Duration::minutes(2);
+        let r = run_with(&c, &mut src, Some(&mut p)).unwrap();
+        assert_eq!(r.exit_code, 0);
+        // The next UTC day, a wake retries it.
+        c.now = "2026-06-17T00:02:00Z".parse().unwrap();
+        src.amend(&[("docs/x.md", "# x\n")]);
+        let r = run_with(&c, &mut src, Some(&mut p)).unwrap();
+        assert_eq!(r.counts.get("llm_skip"), Some(&1));
+        assert_eq!(p.calls, 2);
+    }
+
+    #[test]
+    fn an_llm_skip_is_reused_and_an_evolve_is_an_open_proposal() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut src = MemorySource::new();
+        src.commit(&[("src/a.js", "// a\n"), ("src/b.js", "// b\n")]);
+        let mut p = scripted(|n| {
+            if n == 1 {
+                skip()
+            } else {
+                Ok((
+                    Answer {
+                        action: crate::llm::client::Action::Evolve,
+                        reason: "unchecked input".into(),
+                        findings: vec![crate::llm::client::Finding {
+                            line: 1,
+                            severity: crate::llm::client::Severity::Major,
+                            message: "validate".into(),
+                        }],
+                    },
+                    None,
+                ))
+            }
+        });
+        let r = run_with(&advised(dir.path(), t0()), &mut src, Some(&mut p)).unwrap();
+        assert_eq!(
+            outcomes(&r),
+            [
+                ("src/a.js".into(), "llm_skip"),
+                ("src/b.js".into(), "evolve")
+            ]
+        );
+        assert_eq!(r.files[1].findings.as_ref().unwrap().len(), 1);
+        let state = load(dir.path());
+        assert_eq!(state.llm.proposals.keys().collect::<Vec<_>>(), ["src/b.js"]);
+        // An answer without usage is counted at its reservation, flagged estimated.
+        assert!(state.llm.budget.estimated_today > 0.0);
+        // A listing (head unknown) looks at both again: the SKIP is reused, the
+        // EVOLVE is not replayed but asked again.
+        src.fail_head = Some("down".into());
+        let r = run_with(
+            &advised(dir.path(), t0() + Duration::minutes(2)),
+            &mut src,
+            Some(&mut p),
+        )
+        .unwrap();
+        assert_eq!(
+            outcomes(&r),
+            [("src/a.js".into(), "reused"), ("src/b.js".into(), "evolve")]
+        );
+        assert_eq!(p.calls, 3);
+    }
+
+    #[test]
+    fn turning_the_advisor_on_is_an_evidence_change() {
+        assert_ne!(
+            current_evidence(None),
+            current_evidence(Some("gpt-4o-mini"))
+        );
+        assert_ne!(
+            current_evidence(Some("gpt-4o-mini")),
+            current_evidence(Some("gpt-4o"))
+        );
+    }
+}

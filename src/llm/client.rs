@@ -287,51 +287,71 @@ impl OpenAiAdvisor {
     /// Ask about one file, retrying only what the error protocol allows.
     pub fn ask(&mut self, req: &AdviceRequest, now: DateTime<Utc>) -> Call {
         let body = self.body(req);
-        let mut usage: Option<Usage> = None;
-        let mut failures = 0;
-        loop {
-            match self.attempt(&body) {
-                Ok((answer, u)) => {
-                    return Call {
-                        outcome: Outcome::Answered(answer),
-                        attempts: failures + 1,
-                        usage: add_usage(usage, u),
-                    };
-                }
-                Err((failure, u)) => {
-                    usage = add_usage(usage, u);
-                    failures += 1;
-                    let class = protocol::classify(&failure);
-                    let wait = match &failure {
-                        Failure::Http {
-                            retry_after_ms,
-                            retry_after,
-                            ..
-                        } => protocol::server_wait(
-                            retry_after_ms.as_deref(),
-                            retry_after.as_deref(),
-                            now,
-                        ),
-                        _ => None,
-                    };
-                    match protocol::next_step(class, failures, wait, now) {
-                        Step::Retry(d) => {
-                            self.waits.push(d.as_millis() as u64);
-                            if !self.cfg.fake_sleep {
-                                std::thread::sleep(d);
-                            }
+        let mut waits = std::mem::take(&mut self.waits);
+        let fake_sleep = self.cfg.fake_sleep;
+        let call = with_protocol(now, &mut waits, fake_sleep, || self.attempt(&body));
+        self.waits = waits;
+        call
+    }
+}
+
+/// What one attempt gave: an answer, or the failure to classify (with the
+/// usage of a billed but useless answer).
+pub type Attempt = Result<(Answer, Option<Usage>), (Failure, Option<Usage>)>;
+
+/// The only retry loop: classify each failure, then retry, sleep or stop as
+/// the protocol says. Waits are recorded in `waits` (and slept unless
+/// `fake_sleep`).
+pub fn with_protocol(
+    now: DateTime<Utc>,
+    waits: &mut Vec<u64>,
+    fake_sleep: bool,
+    mut attempt: impl FnMut() -> Attempt,
+) -> Call {
+    let mut usage: Option<Usage> = None;
+    let mut failures = 0;
+    loop {
+        match attempt() {
+            Ok((answer, u)) => {
+                return Call {
+                    outcome: Outcome::Answered(answer),
+                    attempts: failures + 1,
+                    usage: add_usage(usage, u),
+                };
+            }
+            Err((failure, u)) => {
+                usage = add_usage(usage, u);
+                failures += 1;
+                let class = protocol::classify(&failure);
+                let wait = match &failure {
+                    Failure::Http {
+                        retry_after_ms,
+                        retry_after,
+                        ..
+                    } => protocol::server_wait(
+                        retry_after_ms.as_deref(),
+                        retry_after.as_deref(),
+                        now,
+                    ),
+                    _ => None,
+                };
+                match protocol::next_step(class, failures, wait, now) {
+                    Step::Retry(d) => {
+                        waits.push(d.as_millis() as u64);
+                        if !fake_sleep {
+                            std::thread::sleep(d);
                         }
-                        Step::Stop { hold_until } => {
-                            return Call {
-                                outcome: Outcome::Failed {
-                                    class,
-                                    reason: failure_reason(&failure),
-                                    hold_until,
-                                },
-                                attempts: failures,
-                                usage,
-                            };
-                        }
+                    }
+                    Step::Stop { hold_until } => {
+                        return Call {
+                            outcome: Outcome::Failed {
+                                class,
+                                reason: failure_reason(&failure),
+                                hold_until,
+                            },
+                            attempts: failures,
+                            usage,
+                        };
                     }
                 }
             }

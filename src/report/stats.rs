@@ -6,6 +6,8 @@ use serde::Serialize;
 use tabled::builder::Builder;
 use tabled::settings::Style;
 
+use chrono::{DateTime, Utc};
+
 use crate::gate::wake::Reason;
 use crate::state::{Outcome, State};
 
@@ -40,9 +42,42 @@ pub struct NoveltyStats {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CircuitStats {
+    pub class: String,
+    pub until: DateTime<Utc>,
+    pub open: bool,
+    pub reason: String,
+    pub advice: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LlmStats {
+    pub calls_today: u64,
+    /// Cost settled from the responses' usage today (USD).
+    pub cost_today_measured: f64,
+    /// Cost of today's calls to models without a price: the per-call estimate (USD).
+    pub cost_today_estimated: f64,
+    pub daily_budget: f64,
+    pub budget_left: f64,
+    pub circuit: Option<CircuitStats>,
+    /// Failed calls by error class (lifetime).
+    pub failures_by_class: BTreeMap<String, u64>,
+    /// Calls refused by the budget (lifetime).
+    pub budget_refusals: u64,
+    pub lifetime_calls: u64,
+    pub lifetime_cost_measured: f64,
+    pub lifetime_cost_estimated: f64,
+    /// HTTP attempts, retries included (lifetime).
+    pub attempts: u64,
+    /// Files with an open EVOLVE proposal.
+    pub open_proposals: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Stats {
     pub wake: WakeStats,
     pub novelty: NoveltyStats,
+    pub llm: LlmStats,
     /// Lifetime count of each outcome (pending excluded).
     pub outcomes: BTreeMap<String, u64>,
 }
@@ -51,8 +86,8 @@ fn ratio(part: u64, whole: u64) -> Option<f64> {
     (whole > 0).then(|| (part as f64 / whole as f64 * 10_000.0).round() / 10_000.0)
 }
 
-/// The counters of `state` plus the `unsaved` no-ops of its journal.
-pub fn compute(state: &State, unsaved: u64) -> Stats {
+/// The counters of `state` plus the `unsaved` no-ops of its journal, read at `now`.
+pub fn compute(state: &State, unsaved: u64, now: DateTime<Utc>, daily_budget: f64) -> Stats {
     let w = &state.wake;
     let ticks = w.ticks + unsaved;
     let noops = w.noops + unsaved;
@@ -83,6 +118,35 @@ pub fn compute(state: &State, unsaved: u64) -> Stats {
             pending: state.backlog.len() as u64,
         },
         outcomes: state.outcomes.clone(),
+        llm: llm_stats(state, now, daily_budget),
+    }
+}
+
+fn llm_stats(state: &State, now: DateTime<Utc>, daily_budget: f64) -> LlmStats {
+    let mut b = state.llm.budget.clone();
+    // Yesterday's figures are not today's: read them as of `now`.
+    crate::gate::budget::roll(&mut b, now);
+    let spent = crate::gate::budget::spent_today(&b);
+    LlmStats {
+        calls_today: b.calls_today,
+        cost_today_measured: b.measured_today,
+        cost_today_estimated: b.estimated_today,
+        daily_budget,
+        budget_left: (daily_budget - spent).max(0.0),
+        circuit: state.llm.circuit.as_ref().map(|c| CircuitStats {
+            class: c.class.as_str().to_string(),
+            until: c.until,
+            open: crate::llm::protocol::is_open(c, now),
+            reason: c.reason.clone(),
+            advice: c.advice.clone(),
+        }),
+        failures_by_class: state.llm.failures.clone(),
+        budget_refusals: b.refusals,
+        lifetime_calls: b.lifetime_calls,
+        lifetime_cost_measured: b.lifetime_measured,
+        lifetime_cost_estimated: b.lifetime_estimated,
+        attempts: state.llm.attempts,
+        open_proposals: state.llm.proposals.keys().cloned().collect(),
     }
 }
 
@@ -147,11 +211,52 @@ pub fn render(s: &Stats) -> String {
     } else {
         outcomes
     };
+    let l = &s.llm;
+    let usd = |v: f64| format!("${v:.4}");
+    let mut llm = vec![
+        ("calls_today".to_string(), l.calls_today.to_string()),
+        ("cost_today (measured)".into(), usd(l.cost_today_measured)),
+        ("cost_today (estimated)".into(), usd(l.cost_today_estimated)),
+        (
+            "budget_left".into(),
+            format!("{} of {}", usd(l.budget_left), usd(l.daily_budget)),
+        ),
+    ];
+    match &l.circuit {
+        Some(c) if c.open => llm.push((
+            "circuit".into(),
+            format!(
+                "open: {} until {} ({})",
+                c.class,
+                c.until.to_rfc3339(),
+                c.advice
+            ),
+        )),
+        _ => llm.push(("circuit".into(), "closed".into())),
+    }
+    for (class, n) in &l.failures_by_class {
+        llm.push((format!("failures.{class}"), n.to_string()));
+    }
+    llm.extend([
+        ("budget_refusals".into(), l.budget_refusals.to_string()),
+        ("lifetime_calls".into(), l.lifetime_calls.to_string()),
+        (
+            "lifetime_cost (measured)".into(),
+            usd(l.lifetime_cost_measured),
+        ),
+        (
+            "lifetime_cost (estimated)".into(),
+            usd(l.lifetime_cost_estimated),
+        ),
+        ("attempts (retries included)".into(), l.attempts.to_string()),
+        ("open_proposals".into(), l.open_proposals.len().to_string()),
+    ]);
     format!(
-        "{}\n{}\n{}\n",
+        "{}\n{}\n{}\n{}\n",
         table("wake gate", wake),
         table("novelty gate", novelty),
-        table("outcomes", outcomes)
+        table("outcomes", outcomes),
+        table("advisor", llm)
     )
 }
 
@@ -159,9 +264,13 @@ pub fn render(s: &Stats) -> String {
 mod tests {
     use super::*;
 
+    fn now() -> DateTime<Utc> {
+        "2026-06-16T12:00:00Z".parse().unwrap()
+    }
+
     #[test]
     fn rates_are_null_when_there_is_nothing_never_nan() {
-        let s = compute(&State::new(), 0);
+        let s = compute(&State::new(), 0, now(), 2.0);
         assert_eq!(s.wake.noop_rate, None);
         assert_eq!(s.novelty.reuse_rate, None);
         let json = serde_json::to_value(&s).unwrap();
@@ -174,7 +283,7 @@ mod tests {
         let mut state = State::new();
         state.wake.ticks = 2;
         state.wake.wakes = 2;
-        let s = compute(&state, 718);
+        let s = compute(&state, 718, now(), 2.0);
         assert_eq!(
             (s.wake.ticks, s.wake.noops, s.wake.unsaved_noops),
             (720, 718, 718)
@@ -185,7 +294,7 @@ mod tests {
 
     #[test]
     fn the_token_figure_is_labelled_an_estimate() {
-        let out = render(&compute(&State::new(), 0));
+        let out = render(&compute(&State::new(), 0, now(), 2.0));
         assert!(out.contains("estimated_tokens_saved (estimate)"));
     }
 }
