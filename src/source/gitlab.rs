@@ -588,12 +588,14 @@ impl Source for GitLabSource {
             encode(to)
         ));
         let (compare, _): (Compare, _) = self.get_json(Kind::Compare, &url)?;
+        // A cut compare still names its commits: keep them for the rollback
+        // lookup even though the listing will have to find the changes.
+        self.last_compare = Some((from.to_string(), to.to_string(), compare.commits));
         if compare.compare_timeout || compare.diffs.len() >= COMPARE_FILE_LIMIT {
             return Err(SourceError::Unavailable(
                 "GitLab cut the compare (too many changes)".into(),
             ));
         }
-        self.last_compare = Some((from.to_string(), to.to_string(), compare.commits));
         let mut out = Vec::new();
         for d in compare.diffs {
             if (d.deleted_file || d.renamed_file) && self.under_path(&d.old_path) {

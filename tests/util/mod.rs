@@ -5,6 +5,8 @@
 
 #![allow(dead_code)]
 
+pub mod gitlab;
+
 use std::cell::Cell;
 use std::ffi::{OsStr, OsString};
 use std::fs::{self, File, OpenOptions};
