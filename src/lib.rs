@@ -4,6 +4,7 @@ pub mod app;
 pub mod cli;
 pub mod exit;
 pub mod gate;
+pub mod http;
 pub mod llm;
 pub mod report;
 pub mod source;

@@ -175,15 +175,8 @@ pub struct OpenAiAdvisor {
 
 impl OpenAiAdvisor {
     pub fn new(cfg: OpenAiConfig) -> OpenAiAdvisor {
-        let agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .max_redirects(0)
-            .max_redirects_will_error(false)
-            .timeout_connect(Some(cfg.timeout.min(Duration::from_secs(10))))
-            .timeout_global(Some(cfg.timeout))
-            .user_agent(concat!("sentinel/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .into();
+        // Without a CA file the agent cannot fail to build.
+        let agent = crate::http::agent(cfg.timeout, None).expect("no CA file to read");
         OpenAiAdvisor {
             agent,
             cfg,

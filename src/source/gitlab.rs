@@ -7,7 +7,6 @@
 
 use std::fmt;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -162,43 +161,6 @@ fn origin_of(url: &str) -> Option<String> {
     ))
 }
 
-fn build_agent(cfg: &GitLabConfig) -> Result<ureq::Agent, SourceError> {
-    let mut builder = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        // Redirects are followed by hand, so the token never leaves the host.
-        .max_redirects(0)
-        .max_redirects_will_error(false)
-        .timeout_connect(Some(cfg.timeout.min(Duration::from_secs(10))))
-        .timeout_global(Some(cfg.timeout))
-        .user_agent(concat!("sentinel/", env!("CARGO_PKG_VERSION")));
-    if let Some(path) = &cfg.ca_file {
-        let pem = std::fs::read(path).map_err(|e| {
-            SourceError::Config(format!(
-                "cannot read the CA bundle `{}`: {e}; check --ca-file (or SSL_CERT_FILE)",
-                path.display()
-            ))
-        })?;
-        let certs: Vec<ureq::tls::Certificate<'static>> = ureq::tls::parse_pem(&pem)
-            .filter_map(|item| match item {
-                Ok(ureq::tls::PemItem::Certificate(c)) => Some(c),
-                _ => None,
-            })
-            .collect();
-        if certs.is_empty() {
-            return Err(SourceError::Config(format!(
-                "the CA bundle `{}` holds no PEM certificate; point --ca-file at the CA's certificate",
-                path.display()
-            )));
-        }
-        builder = builder.tls_config(
-            ureq::tls::TlsConfig::builder()
-                .root_certs(ureq::tls::RootCerts::Specific(Arc::new(certs)))
-                .build(),
-        );
-    }
-    Ok(builder.build().into())
-}
-
 impl GitLabSource {
     pub fn new(mut cfg: GitLabConfig) -> Result<GitLabSource, SourceError> {
         cfg.base = cfg.base.trim_end_matches('/').to_string();
@@ -208,7 +170,8 @@ impl GitLabSource {
                 cfg.base
             ))
         })?;
-        let agent = build_agent(&cfg)?;
+        let agent =
+            crate::http::agent(cfg.timeout, cfg.ca_file.as_deref()).map_err(SourceError::Config)?;
         Ok(GitLabSource {
             agent,
             cfg,

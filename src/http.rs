@@ -1,0 +1,66 @@
+//! The one way sentinel builds an HTTP agent: explicit timeouts, every
+//! status returned as a response (never thrown), no automatic redirects.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// An agent for one peer. `ca_file` replaces the built-in roots with a
+/// private CA's PEM certificates (self-hosted instances).
+pub fn agent(timeout: Duration, ca_file: Option<&Path>) -> Result<ureq::Agent, String> {
+    let mut builder = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        // Redirects are for the caller to judge: a token must never follow
+        // one to another host.
+        .max_redirects(0)
+        .max_redirects_will_error(false)
+        .timeout_connect(Some(timeout.min(Duration::from_secs(10))))
+        .timeout_global(Some(timeout))
+        .user_agent(concat!("sentinel/", env!("CARGO_PKG_VERSION")));
+    if let Some(path) = ca_file {
+        let pem = std::fs::read(path).map_err(|e| {
+            format!(
+                "cannot read the CA bundle `{}`: {e}; check --ca-file (or SSL_CERT_FILE)",
+                path.display()
+            )
+        })?;
+        let certs: Vec<ureq::tls::Certificate<'static>> = ureq::tls::parse_pem(&pem)
+            .filter_map(|item| match item {
+                Ok(ureq::tls::PemItem::Certificate(c)) => Some(c),
+                _ => None,
+            })
+            .collect();
+        if certs.is_empty() {
+            return Err(format!(
+                "the CA bundle `{}` holds no PEM certificate; point --ca-file at the CA's certificate",
+                path.display()
+            ));
+        }
+        builder = builder.tls_config(
+            ureq::tls::TlsConfig::builder()
+                .root_certs(ureq::tls::RootCerts::Specific(Arc::new(certs)))
+                .build(),
+        );
+    }
+    Ok(builder.build().into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ca_file_without_certificates_is_refused_with_its_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ca.pem");
+        std::fs::write(&path, "not a certificate").unwrap();
+        let err = agent(Duration::from_secs(1), Some(&path)).unwrap_err();
+        assert!(err.contains("ca.pem") && err.contains("--ca-file"), "{err}");
+        let err = agent(
+            Duration::from_secs(1),
+            Some(&dir.path().join("missing.pem")),
+        )
+        .unwrap_err();
+        assert!(err.contains("missing.pem"), "{err}");
+    }
+}
