@@ -57,6 +57,7 @@ fn run_tick(args: TickArgs) -> Result<u8> {
             per_call: args.llm.cost_per_call,
             max_tokens: args.llm.max_tokens,
         }),
+        locks: args.source.lock.clone(),
     };
     // A dry run calls no model.
     let mut advisor = match (&env.openai_api_key, advisor_on && !args.dry_run) {
@@ -118,18 +119,17 @@ fn run_explain(args: ExplainArgs) -> Result<u8> {
     let file = args.file.trim_start_matches("./").to_string();
     let env = Environment::from_lookup(|k| std::env::var(k).ok());
     let (mut source, rev) = make_source(&args.source, &env)?;
-    let current = tick::current_fingerprint(
-        &state,
-        source.as_mut(),
-        &rev,
-        &file,
-        tick::DEFAULT_MAX_FILE_BYTES,
-        &tick::current_evidence(
+    let judging = tick::Judging {
+        max_file_bytes: tick::DEFAULT_MAX_FILE_BYTES,
+        evidence: tick::current_evidence(
             args.llm
                 .enabled(env.openai_api_key.is_some())?
                 .then_some(args.llm.model.as_str()),
         ),
-    );
+        locks: args.source.lock.clone(),
+        now: Utc::now(),
+    };
+    let current = tick::current_fingerprint(&state, source.as_mut(), &rev, &file, &judging);
     let e = explain::explain(&file, state.files.get(&file), &current);
     if args.json {
         println!("{}", serde_json::to_string(&e)?);

@@ -93,6 +93,16 @@ pub struct SourceArgs {
         default_value_t = 30
     )]
     pub http_timeout: u64,
+    /// Files never judged and never reconsidered: a glob (`*`, `?` within a
+    /// path segment, `**` across them; without a `/` it matches file names).
+    /// Repeatable; in the environment, separate patterns with `,`.
+    #[arg(
+        long,
+        env = "SENTINEL_LOCK",
+        value_name = "GLOB",
+        value_delimiter = ','
+    )]
+    pub lock: Vec<String>,
     /// Record Retry-After waits instead of sleeping (for tests).
     #[arg(long, env = "SENTINEL_FAKE_SLEEP", hide = true, value_parser = clap::builder::BoolishValueParser::new())]
     pub fake_sleep: bool,
@@ -477,6 +487,7 @@ mod tests {
             project: None,
             ca_file: None,
             http_timeout: 30,
+            lock: Vec::new(),
             fake_sleep: false,
         }
     }

@@ -15,6 +15,7 @@ use sha2::{Digest, Sha256};
 use crate::exit;
 use crate::gate::budget;
 use crate::gate::deps;
+use crate::gate::lifecycle::{self, Status};
 use crate::gate::novelty::{self, Novelty, Parts};
 use crate::gate::policy::{self, EvidenceInputs, hex};
 use crate::gate::wake::{self, Detail, Reason, Verdict, WakeInput};
@@ -23,13 +24,47 @@ use crate::llm::prices::{self, Price};
 use crate::llm::protocol::{self, Circuit};
 use crate::source::{Change, Entry, RequestCounts, Source, SourceError};
 use crate::state::store::{self, LockAttempt};
-use crate::state::{ContentFacts, Decision, FileRecord, Outcome, Proposal, State, journal};
+use crate::state::{
+    ContentFacts, Decision, FileRecord, NextReview, Outcome, Proposal, State, journal,
+};
 
 /// Files larger than this are fingerprinted by content id instead of read.
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 64 << 10;
 
-/// The lifecycle status every file has until lifecycles are built.
-pub const STATUS: &str = "under_observation";
+/// The lifecycle status of a file at `now`.
+pub fn status_of(record: &FileRecord, path: &str, locks: &[String], now: DateTime<Utc>) -> Status {
+    let locked = locks.iter().any(|l| lifecycle::matches(l, path));
+    let last_was_skip = record
+        .decision
+        .as_ref()
+        .is_some_and(|d| matches!(d.outcome, Outcome::LocalSkip | Outcome::LlmSkip));
+    let changed = record
+        .changed_ts
+        .or(record.first_ts)
+        .unwrap_or(record.last_ts);
+    lifecycle::status(changed, last_was_skip, record.rollback_streak, locked, now)
+}
+
+/// When a file would next be reviewed if it stays unchanged: never for a
+/// locked file or one whose last decision is not a SKIP.
+pub fn review_due(record: &FileRecord, path: &str, locks: &[String]) -> Option<DateTime<Utc>> {
+    if locks.iter().any(|l| lifecycle::matches(l, path)) {
+        return None;
+    }
+    let skip = record
+        .decision
+        .as_ref()
+        .is_some_and(|d| matches!(d.outcome, Outcome::LocalSkip | Outcome::LlmSkip));
+    if !skip {
+        return None;
+    }
+    let changed = record
+        .changed_ts
+        .or(record.first_ts)
+        .unwrap_or(record.last_ts);
+    // Mature by then: a file unchanged this long is stable or certified.
+    lifecycle::due_at(changed, record.review.as_ref(), Status::Stable)
+}
 
 /// Validated settings of one tick.
 #[derive(Debug, Clone)]
@@ -49,6 +84,8 @@ pub struct TickConfig {
     pub now: DateTime<Utc>,
     /// `None`: the advisor is off and judgement is handed over as `needs_review`.
     pub advisor: Option<AdvisorSettings>,
+    /// `--lock` patterns: matching files are never judged and never a target.
+    pub locks: Vec<String>,
 }
 
 /// How the advisor may spend.
@@ -223,6 +260,8 @@ pub fn run_with(
             Err(_) => Err(head_err.as_deref().unwrap_or_default()),
         },
         evidence: &evidence,
+        now: cfg.now,
+        autonomy: None,
     };
     let verdict = wake::evaluate(&header, &input);
     // Before anything is remembered, an unknown head is a setup problem, not
@@ -257,8 +296,16 @@ pub fn run_with(
     let contents = journal::read(&cfg.state)?;
     let unsaved = contents.unfolded(state.journal);
 
+    let forced = match (&verdict.reason, &verdict.detail) {
+        (Reason::OpportunityDue | Reason::AutonomyDue, Some(Detail::File { path, .. })) => {
+            Some(path.clone())
+        }
+        _ => None,
+    };
     let mut work = Work {
         cfg,
+        reason: verdict.reason,
+        forced,
         source,
         advisor,
         evidence: &evidence,
@@ -268,12 +315,28 @@ pub fn run_with(
         notes: Vec::new(),
     };
     let (settled, mut candidates) = work.plan(&mut state, &verdict, head.as_deref())?;
+    // The file a wake is about goes first, whatever its place in the batch.
+    if let Some(path) = &work.forced {
+        candidates.retain(|p| p != path);
+        candidates.insert(0, path.clone());
+    }
     // The wake's own files come first, then what earlier wakes left over,
     // then files whose judgement did not happen (deferred, held, failed):
     // they are tried again on a wake, never on a tick of their own.
     let old_backlog = std::mem::take(&mut state.backlog);
     let mut seen: BTreeSet<String> = candidates.iter().cloned().collect();
-    let provider_open = work.advisor.is_some()
+    // Only wakes that look at the tree take the retry set along: a review,
+    // a reconsideration or a grading wake is about its own files.
+    let retry_wake = matches!(
+        verdict.reason,
+        Reason::FirstRun
+            | Reason::ShaUnavailable
+            | Reason::RepoChanged
+            | Reason::EvidenceChanged
+            | Reason::Backlog
+    );
+    let provider_open = retry_wake
+        && work.advisor.is_some()
         && !state
             .llm
             .circuit
@@ -351,6 +414,15 @@ pub fn run_with(
         .map(|r| novelty::estimate_tokens(r.content.as_ref().map_or(0, |c| c.chars)))
         .sum::<u64>();
 
+    state.next_review = state
+        .files
+        .iter()
+        .filter_map(|(p, r)| review_due(r, p, &cfg.locks).map(|at| (at, p)))
+        .min()
+        .map(|(at, p)| NextReview {
+            at,
+            path: p.clone(),
+        });
     wake::remember(
         &mut state.wake,
         &verdict,
@@ -401,6 +473,10 @@ pub fn short_id(id: &str) -> &str {
 
 struct Work<'a, 'b> {
     cfg: &'a TickConfig,
+    /// Why this tick woke.
+    reason: Reason,
+    /// The file a review or a reconsideration is about: evaluated afresh.
+    forced: Option<String>,
     source: &'a mut dyn Source,
     advisor: Option<&'a mut (dyn Advisor + 'b)>,
     evidence: &'a str,
@@ -545,6 +621,8 @@ impl Work<'_, '_> {
                 Some(r) => {
                     r.blob = e.blob.clone();
                     r.content = None;
+                    r.changed_ts = Some(self.cfg.now);
+                    r.review = None;
                     changed.modified.push(e.path.clone());
                 }
                 None => {
@@ -623,14 +701,18 @@ impl Work<'_, '_> {
             }
         };
 
-        let (fp, resolved) = fingerprint_of(&state.files, path, &facts, self.evidence);
+        let status = status_of(&state.files[path], path, &self.cfg.locks, now);
+        let (fp, resolved) = fingerprint_of(&state.files, path, &facts, self.evidence, status);
         let deps_known = resolved.unresolved.is_empty();
         let verdict = novelty::evaluate(Some(&state.files[path]), &fp, deps_known);
         if let Some(r) = state.files.get_mut(path) {
             r.content = Some(facts.clone());
         }
+        // A scheduled review or a reconsideration is an event in its own
+        // right: a remembered SKIP must not swallow it.
+        let forced = self.forced.as_deref() == Some(path);
 
-        if !verdict.is_novel() {
+        if !verdict.is_novel() && !forced {
             let record = state.files.get_mut(path).expect("candidate is in the tree");
             novelty::reuse(record, novelty::estimate_tokens(facts.chars), now);
             let prev = record
@@ -646,7 +728,18 @@ impl Work<'_, '_> {
             return Ok(pending(verdict, Some(fp)));
         }
         self.fresh += 1;
-        let local = policy::decide(role, risk);
+        let local = if status == Status::Locked {
+            policy::LocalDecision {
+                outcome: Outcome::LocalSkip,
+                reason: "locked by configuration: never judged".into(),
+            }
+        } else {
+            policy::decide(role, risk)
+        };
+        let previous = state.files[path]
+            .decision
+            .as_ref()
+            .map(|d| (d.outcome, d.reason.clone()));
         let (outcome, mut reason, findings) =
             if local.outcome == Outcome::NeedsReview && self.advisor.is_some() {
                 let blob = state.files[path].blob.clone();
@@ -670,6 +763,14 @@ impl Work<'_, '_> {
         }
         let record = state.files.get_mut(path).expect("candidate is in the tree");
         record.deps = resolved.paths;
+        if forced && self.reason == Reason::OpportunityDue {
+            let identical = previous.as_ref() == Some(&(outcome, reason.clone()));
+            record.review = Some(lifecycle::after_review(
+                record.review.as_ref(),
+                identical,
+                now,
+            ));
+        }
         novelty::remember(
             record,
             &fp,
@@ -918,6 +1019,7 @@ pub fn fingerprint_of(
     path: &str,
     facts: &ContentFacts,
     evidence: &str,
+    status: Status,
 ) -> (String, deps::Resolved) {
     let (role, risk) = policy::classify(path);
     let record_streak = files.get(path).map_or(0, |r| r.rollback_streak);
@@ -933,13 +1035,22 @@ pub fn fingerprint_of(
         risk: risk.as_str(),
         role: role.as_str(),
         confidence: policy::confidence(role, record_streak, 0),
-        status: STATUS,
+        status: status.as_str(),
         rollback_streak: record_streak,
         penalty: 0,
         evidence,
         deps: deps_known.then_some(dep_ids.as_slice()),
     });
     (fp, resolved)
+}
+
+/// The settings a fingerprint depends on, for `explain`.
+#[derive(Debug, Clone)]
+pub struct Judging {
+    pub max_file_bytes: u64,
+    pub evidence: String,
+    pub locks: Vec<String>,
+    pub now: DateTime<Utc>,
 }
 
 /// What `explain` compares the remembered fingerprint with.
@@ -958,9 +1069,15 @@ pub fn current_fingerprint(
     source: &mut dyn Source,
     rev: &str,
     path: &str,
-    max_file_bytes: u64,
-    evidence: &str,
+    judging: &Judging,
 ) -> Current {
+    let Judging {
+        max_file_bytes,
+        evidence,
+        locks,
+        now,
+    } = judging;
+    let (max_file_bytes, now) = (*max_file_bytes, *now);
     let mut current = Current {
         blob: None,
         fingerprint: None,
@@ -1002,7 +1119,8 @@ pub fn current_fingerprint(
             }
         },
     };
-    let (fp, resolved) = fingerprint_of(&files, path, &facts, evidence);
+    let status = status_of(&files[path], path, locks, now);
+    let (fp, resolved) = fingerprint_of(&files, path, &facts, evidence, status);
     current.fingerprint = Some(fp);
     current.unresolved = resolved.unresolved;
     current
@@ -1016,6 +1134,7 @@ pub fn content_hash(bytes: &[u8]) -> String {
 fn new_record(blob: &str, now: DateTime<Utc>) -> FileRecord {
     FileRecord {
         blob: blob.to_string(),
+        changed_ts: Some(now),
         last_ts: now,
         ..FileRecord::default()
     }
@@ -1040,6 +1159,8 @@ fn apply_changes(state: &mut State, changes: Vec<Change>, now: DateTime<Utc>) ->
                     if r.blob != blob {
                         r.blob = blob;
                         r.content = None;
+                        r.changed_ts = Some(now);
+                        r.review = None;
                     }
                     changed.modified.push(path);
                 }

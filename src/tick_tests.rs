@@ -24,6 +24,7 @@ fn cfg(dir: &Path, now: DateTime<Utc>) -> TickConfig {
         evidence: "ev1".into(),
         now,
         advisor: None,
+        locks: Vec::new(),
     }
 }
 
@@ -777,6 +778,65 @@ mod advisor {
             [("src/a.js".into(), "reused"), ("src/b.js".into(), "evolve")]
         );
         assert_eq!(p.calls, 3);
+    }
+
+    #[test]
+    fn a_quiet_year_of_five_files_costs_a_handful_of_review_wakes_not_one_per_tick() {
+        // The seed's agent spent 1,063 of 1,114 wakes on reviews of files that
+        // came back identical. Identical reviews double the interval here.
+        let dir = tempfile::tempdir().unwrap();
+        let mut src = MemorySource::new();
+        src.commit(&[
+            ("src/a.js", "// a\n"),
+            ("src/b.js", "// b\n"),
+            ("src/c.js", "// c\n"),
+            ("src/d.js", "// d\n"),
+            ("src/e.js", "// e\n"),
+        ]);
+        let mut p = scripted(|_| skip());
+        let mut by_reason: BTreeMap<u8, u64> = BTreeMap::new();
+        let mut reviewed: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+        for hour in 0..365 * 24 {
+            let now = t0() + Duration::hours(hour);
+            let r = run_with(&advised(dir.path(), now), &mut src, Some(&mut p)).unwrap();
+            *by_reason.entry(r.exit_code).or_default() += 1;
+            if r.exit_code == 16 {
+                assert_eq!(r.files.len(), 1, "a review wake is about one file");
+                reviewed
+                    .entry(r.files[0].path.clone())
+                    .or_default()
+                    .push(hour / 24);
+            }
+        }
+        // Days after the first run: stable at 3, first review 7 days later,
+        // then 14, 28, 56 and 90-day intervals.
+        for days in reviewed.values() {
+            assert_eq!(days, &[10, 24, 52, 108, 198, 288]);
+        }
+        assert_eq!(reviewed.len(), 5);
+        assert_eq!(by_reason.get(&16), Some(&30), "{by_reason:?}");
+        assert_eq!(by_reason.get(&10), Some(&1));
+        // One call at the first run and one per review, nothing else.
+        assert_eq!(p.calls, 5 + 30);
+    }
+
+    #[test]
+    fn a_locked_file_is_never_judged_and_never_reviewed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut src = one_risky_file();
+        let mut c = advised(dir.path(), t0());
+        c.locks = vec!["src/auth.js".into()];
+        let mut p = scripted(|_| skip());
+        let r = run_with(&c, &mut src, Some(&mut p)).unwrap();
+        assert_eq!(p.calls, 0);
+        let auth = r.files.iter().find(|f| f.path == "src/auth.js").unwrap();
+        assert_eq!(auth.outcome, Outcome::LocalSkip);
+        assert!(auth.fingerprint.as_deref().unwrap().contains("|locked|"));
+        assert!(
+            load(dir.path())
+                .next_review
+                .is_none_or(|r| r.path != "src/auth.js")
+        );
     }
 
     #[test]

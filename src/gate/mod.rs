@@ -1,7 +1,10 @@
 //! Pure decisions over (state, inputs, now): no clock, no file, no network.
 
+pub mod autonomy;
 pub mod budget;
 pub mod deps;
+pub mod lifecycle;
 pub mod novelty;
+pub mod observation;
 pub mod policy;
 pub mod wake;

@@ -55,11 +55,36 @@ impl Reason {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
 pub enum Detail {
-    Change { from: String, to: String },
-    Unavailable { error: String },
-    Evidence { from: String, to: String },
-    Backlog { pending: u64 },
-    Unchanged { head: String },
+    Change {
+        from: String,
+        to: String,
+    },
+    Unavailable {
+        error: String,
+    },
+    Evidence {
+        from: String,
+        to: String,
+    },
+    Backlog {
+        pending: u64,
+    },
+    /// A watch passed its checkpoint.
+    ObservationDue {
+        due: DateTime<Utc>,
+    },
+    /// A scheduled review (opportunity) or a reconsideration (autonomy) of one file.
+    File {
+        path: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        trigger: Option<String>,
+    },
+    Unchanged {
+        head: String,
+        /// Why the autonomy admission said no, when it was asked.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        autonomy: Option<String>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -75,6 +100,10 @@ pub struct WakeInput<'a> {
     /// The head commit id, or the error that made it unknown.
     pub head: Result<&'a str, &'a str>,
     pub evidence: &'a str,
+    pub now: DateTime<Utc>,
+    /// The autonomy admission: `Ok((path, trigger))` when a file may be
+    /// reconsidered, `Err(reason)` when it refused, `None` when not asked.
+    pub autonomy: Option<Result<(&'a str, &'a str), &'a str>>,
 }
 
 /// The verdict. Unknown is never unchanged: a failed lookup wakes with its own
@@ -126,11 +155,33 @@ pub fn evaluate(state: &Header, input: &WakeInput) -> Verdict {
             }),
         );
     }
+    if let Some(due) = state.next_observation_due.filter(|d| *d <= input.now) {
+        return wake(Reason::ObservationDue, Some(Detail::ObservationDue { due }));
+    }
+    if let Some(review) = state.next_review.as_ref().filter(|r| r.at <= input.now) {
+        return wake(
+            Reason::OpportunityDue,
+            Some(Detail::File {
+                path: review.path.clone(),
+                trigger: None,
+            }),
+        );
+    }
+    if let Some(Ok((path, trigger))) = input.autonomy {
+        return wake(
+            Reason::AutonomyDue,
+            Some(Detail::File {
+                path: path.to_string(),
+                trigger: Some(trigger.to_string()),
+            }),
+        );
+    }
     Verdict {
         wake: false,
         reason: Reason::None,
         detail: Some(Detail::Unchanged {
             head: head.to_string(),
+            autonomy: input.autonomy.and_then(|a| a.err()).map(str::to_string),
         }),
     }
 }
@@ -187,7 +238,12 @@ mod tests {
     }
 
     fn input<'a>(head: Result<&'a str, &'a str>, evidence: &'a str) -> WakeInput<'a> {
-        WakeInput { head, evidence }
+        WakeInput {
+            head,
+            evidence,
+            now: "2026-06-16T12:00:00Z".parse().unwrap(),
+            autonomy: None,
+        }
     }
 
     #[test]
@@ -233,7 +289,10 @@ mod tests {
             Verdict {
                 wake: false,
                 reason: Reason::None,
-                detail: Some(Detail::Unchanged { head: SHA_A.into() }),
+                detail: Some(Detail::Unchanged {
+                    head: SHA_A.into(),
+                    autonomy: None
+                }),
             }
         );
     }
@@ -268,6 +327,91 @@ mod tests {
             ]
         );
         assert!(Reason::ALL.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    use crate::state::NextReview;
+
+    #[test]
+    fn precedence_covers_all_nine_reasons() {
+        // Start with every reason present, then take them away one by one:
+        // each time the next one in the fixed order must win.
+        let now: DateTime<Utc> = "2026-06-16T12:00:00Z".parse().unwrap();
+        let mut h = settled();
+        h.backlog_len = 1;
+        h.next_observation_due = Some(now);
+        h.next_review = Some(NextReview {
+            at: now,
+            path: "a.js".into(),
+        });
+        let mut head: Result<&str, &str> = Err("down");
+        let mut evidence = "ev2";
+        let mut autonomy = Some(Ok(("b.js", "runtime_error")));
+        let mut seen = Vec::new();
+        let first = evaluate(
+            &Header::default(),
+            &WakeInput {
+                head: Err("down"),
+                evidence,
+                now,
+                autonomy,
+            },
+        );
+        seen.push(first.reason);
+        for step in 0..8 {
+            let v = evaluate(
+                &h,
+                &WakeInput {
+                    head,
+                    evidence,
+                    now,
+                    autonomy,
+                },
+            );
+            seen.push(v.reason);
+            match step {
+                0 => head = Ok(SHA_B),
+                1 => head = Ok(SHA_A),
+                2 => evidence = "ev1",
+                3 => h.backlog_len = 0,
+                4 => h.next_observation_due = Some(now + chrono::Duration::seconds(1)),
+                5 => h.next_review = None,
+                6 => autonomy = Some(Err("no_trigger")),
+                _ => {}
+            }
+        }
+        assert_eq!(seen, Reason::ALL);
+    }
+
+    #[test]
+    fn existing_non_autonomy_wake_still_wins_over_a_triggered_autonomy_due() {
+        let mut h = settled();
+        h.backlog_len = 2;
+        let v = evaluate(
+            &h,
+            &WakeInput {
+                autonomy: Some(Ok(("a.js", "rollback"))),
+                ..input(Ok(SHA_A), "ev1")
+            },
+        );
+        assert_eq!(v.reason, Reason::Backlog);
+    }
+
+    #[test]
+    fn a_refused_autonomy_admission_is_named_on_a_noop() {
+        let v = evaluate(
+            &settled(),
+            &WakeInput {
+                autonomy: Some(Err("reason_already_answered")),
+                ..input(Ok(SHA_A), "ev1")
+            },
+        );
+        assert_eq!(
+            v.detail,
+            Some(Detail::Unchanged {
+                head: SHA_A.into(),
+                autonomy: Some("reason_already_answered".into())
+            })
+        );
     }
 
     #[test]

@@ -114,6 +114,12 @@ pub struct FileRecord {
     pub fingerprint: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decision: Option<Decision>,
+    /// When the file's bytes last changed (its lifecycle clock).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changed_ts: Option<DateTime<Utc>>,
+    /// The review schedule of a mature file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<crate::gate::lifecycle::Review>,
     /// Revert commits that touched the file since its last ordinary change.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub rollback_streak: u32,
@@ -222,6 +228,19 @@ pub struct Header {
     pub outcomes: BTreeMap<String, u64>,
     #[serde(default)]
     pub backlog_len: u64,
+    /// The earliest checkpoint of an open watch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_observation_due: Option<DateTime<Utc>>,
+    /// The earliest scheduled review.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_review: Option<NextReview>,
+}
+
+/// The next file due for review, kept in the header for the wake gate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NextReview {
+    pub at: DateTime<Utc>,
+    pub path: String,
 }
 
 /// The whole state document.
@@ -241,6 +260,11 @@ pub struct State {
     pub backlog: Vec<String>,
     #[serde(default)]
     pub llm: LlmState,
+    /// Kept in the header for the wake gate; recomputed before every save.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_observation_due: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_review: Option<NextReview>,
     /// The watched tree as of `wake.last_head`, with what is remembered per file.
     #[serde(default)]
     pub files: BTreeMap<String, FileRecord>,
@@ -262,6 +286,8 @@ impl State {
             novelty: self.novelty,
             outcomes: self.outcomes.clone(),
             backlog_len: self.backlog.len() as u64,
+            next_observation_due: self.next_observation_due,
+            next_review: self.next_review.clone(),
         }
     }
 
