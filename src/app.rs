@@ -6,8 +6,10 @@ use anyhow::{Result, anyhow, bail};
 use chrono::Utc;
 
 use crate::cli::{
-    Cli, Command, Environment, ExplainArgs, SourceArgs, SourceChoice, StatsArgs, TickArgs,
+    AutonomyMode, Cli, Command, Environment, ExplainArgs, SourceArgs, SourceChoice, StatsArgs,
+    TickArgs,
 };
+use crate::gate::autonomy;
 use crate::llm::client::{Advisor, ApiKey, OpenAiAdvisor, OpenAiConfig};
 use crate::report::{self, explain, stats};
 use crate::source::Source;
@@ -42,6 +44,7 @@ fn run_tick(args: TickArgs) -> Result<u8> {
     let advisor_on = args.llm.enabled(env.openai_api_key.is_some())?;
     let (mut source, rev) = make_source(&args.source, &env)?;
     let model = advisor_on.then_some(args.llm.model.as_str());
+    let now = args.now.unwrap_or_else(Utc::now);
     let cfg = TickConfig {
         state: args.state.resolve(&args.source.repo),
         rev,
@@ -50,7 +53,7 @@ fn run_tick(args: TickArgs) -> Result<u8> {
         max_files: args.max_files,
         max_file_bytes: args.max_file_bytes,
         evidence: tick::current_evidence(model),
-        now: args.now.unwrap_or_else(Utc::now),
+        now,
         advisor: advisor_on.then(|| AdvisorSettings {
             daily_budget: args.llm.daily_budget,
             price: args.llm.price(),
@@ -58,6 +61,17 @@ fn run_tick(args: TickArgs) -> Result<u8> {
             max_tokens: args.llm.max_tokens,
         }),
         locks: args.source.lock.clone(),
+        autonomy: autonomy::Settings {
+            mode: match args.autonomy.autonomy {
+                AutonomyMode::Off => autonomy::Mode::Off,
+                AutonomyMode::Controlled => autonomy::Mode::Controlled,
+            },
+            daily_tokens: args.autonomy.autonomy_tokens.min(autonomy::HARD_CAP),
+            spacing: chrono::Duration::minutes(i64::from(args.autonomy.autonomy_spacing)),
+        },
+        signals: read_signals(args.autonomy.signals.as_deref(), now)?,
+        watch_limit: args.autonomy.watch_limit,
+        resolved_limit: args.autonomy.resolved_limit,
     };
     // A dry run calls no model.
     let mut advisor = match (&env.openai_api_key, advisor_on && !args.dry_run) {
@@ -83,6 +97,25 @@ fn run_tick(args: TickArgs) -> Result<u8> {
         writeln!(out)?;
     }
     Ok(report.exit_code)
+}
+
+/// External signals for the autonomy allowance. A missing file is no
+/// signal; malformed lines are skipped.
+fn read_signals(
+    path: Option<&std::path::Path>,
+    now: chrono::DateTime<Utc>,
+) -> Result<Vec<autonomy::Trigger>> {
+    let Some(path) = path else {
+        return Ok(Vec::new());
+    };
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(autonomy::signals(&text, now).0),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => bail!(
+            "cannot read the signals file `{}`: {e}; check --signals",
+            path.display()
+        ),
+    }
 }
 
 fn run_stats(args: StatsArgs) -> Result<u8> {

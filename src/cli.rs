@@ -194,6 +194,61 @@ pub struct TickArgs {
     pub json: bool,
     #[command(flatten)]
     pub llm: LlmArgs,
+    #[command(flatten)]
+    pub autonomy: AutonomyArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AutonomyMode {
+    /// Never reconsider a remembered SKIP.
+    Off,
+    /// Reconsider with a daily token, a concrete new trigger and a cooldown.
+    Controlled,
+}
+
+/// Observation mode's bounds and the autonomy allowance.
+#[derive(Debug, Clone, Args)]
+pub struct AutonomyArgs {
+    /// Let the advisor reconsider a remembered SKIP when a new trigger appears
+    /// (needs the advisor).
+    #[arg(long, env = "SENTINEL_AUTONOMY", value_enum, default_value = "off")]
+    pub autonomy: AutonomyMode,
+    /// Reconsiderations per UTC day (hard cap 100).
+    #[arg(
+        long,
+        env = "SENTINEL_AUTONOMY_TOKENS",
+        value_name = "N",
+        default_value_t = 10
+    )]
+    pub autonomy_tokens: u32,
+    /// Minutes between two reconsiderations.
+    #[arg(
+        long,
+        env = "SENTINEL_AUTONOMY_SPACING",
+        value_name = "MINUTES",
+        default_value_t = 30
+    )]
+    pub autonomy_spacing: u32,
+    /// External signals, JSON lines {"path":..,"kind":"runtime_error","message":..,"ts":RFC3339};
+    /// a signal older than 24 h is not a trigger.
+    #[arg(long, env = "SENTINEL_SIGNALS", value_name = "FILE")]
+    pub signals: Option<PathBuf>,
+    /// Most open observation watches (oldest evicted first).
+    #[arg(
+        long,
+        env = "SENTINEL_WATCH_LIMIT",
+        value_name = "N",
+        default_value_t = 500
+    )]
+    pub watch_limit: usize,
+    /// Most graded predictions kept.
+    #[arg(
+        long,
+        env = "SENTINEL_RESOLVED_LIMIT",
+        value_name = "N",
+        default_value_t = 200
+    )]
+    pub resolved_limit: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -13,10 +13,12 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::exit;
+use crate::gate::autonomy::{self, Admission, Candidate, Trigger, TriggerKind};
 use crate::gate::budget;
 use crate::gate::deps;
 use crate::gate::lifecycle::{self, Status};
 use crate::gate::novelty::{self, Novelty, Parts};
+use crate::gate::observation::{self, ObserveInput};
 use crate::gate::policy::{self, EvidenceInputs, hex};
 use crate::gate::wake::{self, Detail, Reason, Verdict, WakeInput};
 use crate::llm::client::{Action, AdviceRequest, Advisor, Finding, Outcome as CallOutcome};
@@ -86,6 +88,19 @@ pub struct TickConfig {
     pub advisor: Option<AdvisorSettings>,
     /// `--lock` patterns: matching files are never judged and never a target.
     pub locks: Vec<String>,
+    /// The autonomy allowance (off unless configured, and only with an advisor).
+    pub autonomy: autonomy::Settings,
+    /// External signals (`--signals`), already parsed; stale ones dropped.
+    pub signals: Vec<Trigger>,
+    /// Bounds of observation mode's open watches and resolved log.
+    pub watch_limit: usize,
+    pub resolved_limit: usize,
+}
+
+impl TickConfig {
+    fn locked(&self, path: &str) -> bool {
+        self.locks.iter().any(|l| lifecycle::matches(l, path))
+    }
 }
 
 /// How the advisor may spend.
@@ -197,6 +212,62 @@ fn reported(v: &Verdict) -> ReportedVerdict {
     }
 }
 
+/// Most state-derived triggers kept in the header.
+const MAX_TRIGGERS: usize = 50;
+
+/// Triggers the state itself provides, for the autonomy admission: an
+/// unresolved rollback, a wrong stability prediction, an open proposal,
+/// imports that do not resolve. Their identity is the condition, not the
+/// time, so a persistent condition is one question, answered once.
+fn derived_triggers(state: &State, cfg: &TickConfig) -> Vec<Trigger> {
+    let mut out = Vec::new();
+    for (path, r) in &state.files {
+        if cfg.locked(path) {
+            continue;
+        }
+        let ts = r.changed_ts.unwrap_or(r.last_ts);
+        if r.rollback_streak > 0 {
+            out.push(Trigger {
+                path: path.clone(),
+                kind: TriggerKind::UnresolvedRollback,
+                detail: format!("streak={} blob={}", r.rollback_streak, r.blob),
+                ts,
+            });
+        }
+        if let Some(w) = observation::last_wrong(&state.observations, path) {
+            out.push(Trigger {
+                path: path.clone(),
+                kind: TriggerKind::WrongPrediction,
+                detail: w.resolved.to_rfc3339(),
+                ts: w.resolved,
+            });
+        }
+        if let Some(p) = state.llm.proposals.get(path) {
+            out.push(Trigger {
+                path: path.clone(),
+                kind: TriggerKind::OpenProposal,
+                detail: p.fingerprint.clone(),
+                ts: p.ts,
+            });
+        }
+        if r.fingerprint
+            .as_deref()
+            .is_some_and(|fp| fp.ends_with("|deps:unknown"))
+        {
+            out.push(Trigger {
+                path: path.clone(),
+                kind: TriggerKind::DependencyDrift,
+                detail: format!("deps-unknown blob={}", r.blob),
+                ts,
+            });
+        }
+        if out.len() >= MAX_TRIGGERS {
+            break;
+        }
+    }
+    out
+}
+
 /// The evidence version of this build's rules and policy, and of the model
 /// that judges (`None`: the advisor is off).
 pub fn current_evidence(model: Option<&str>) -> String {
@@ -252,6 +323,26 @@ pub fn run_with(
     let header = header.unwrap_or_else(|| State::new().header());
     let evidence = cfg.evidence.clone();
 
+    // The autonomy admission runs on every tick from the header alone.
+    let admission = (cfg.autonomy.mode == autonomy::Mode::Controlled && cfg.advisor.is_some())
+        .then(|| {
+            let candidates: Vec<Candidate> = header
+                .autonomy_triggers
+                .iter()
+                .chain(&cfg.signals)
+                .map(|t| Candidate {
+                    trigger: t.clone(),
+                    locked: cfg.locked(&t.path),
+                })
+                .collect();
+            let held = header.provider_held_until.is_some_and(|u| u > cfg.now);
+            autonomy::admit(&header.autonomy, &cfg.autonomy, &candidates, held, cfg.now)
+        });
+    let autonomy_input = admission.as_ref().map(|a| match a {
+        Admission::Eligible { path, trigger } => Ok((path.as_str(), trigger.kind.as_str())),
+        Admission::Refused(r) => Err(r.as_str()),
+    });
+
     let head = source.head();
     let head_err = head.as_ref().err().map(|e| e.to_string());
     let input = WakeInput {
@@ -261,7 +352,7 @@ pub fn run_with(
         },
         evidence: &evidence,
         now: cfg.now,
-        autonomy: None,
+        autonomy: autonomy_input,
     };
     let verdict = wake::evaluate(&header, &input);
     // Before anything is remembered, an unknown head is a setup problem, not
@@ -296,6 +387,19 @@ pub fn run_with(
     let contents = journal::read(&cfg.state)?;
     let unsaved = contents.unfolded(state.journal);
 
+    if let Some(a) = &admission {
+        autonomy::note(&mut state.autonomy, a);
+    }
+    // A reconsideration costs a token before it starts; it is refunded if
+    // nothing was answered.
+    let spent = match (&verdict.reason, &admission) {
+        (Reason::AutonomyDue, Some(Admission::Eligible { path, trigger }))
+            if state.files.contains_key(path) =>
+        {
+            Some(autonomy::spend(&mut state.autonomy, trigger, cfg.now))
+        }
+        _ => None,
+    };
     let forced = match (&verdict.reason, &verdict.detail) {
         (Reason::OpportunityDue | Reason::AutonomyDue, Some(Detail::File { path, .. })) => {
             Some(path.clone())
@@ -365,6 +469,22 @@ pub fn run_with(
         }
     }
     let files = work.process(&mut state, &candidates)?;
+    if let Some(spent) = &spent {
+        let answered = files.iter().any(|f| {
+            f.path == spent.path
+                && !matches!(
+                    f.outcome,
+                    Outcome::Deferred
+                        | Outcome::Held
+                        | Outcome::Failed
+                        | Outcome::BadResponse
+                        | Outcome::Pending
+                )
+        });
+        if !answered {
+            autonomy::refund(&mut state.autonomy, spent);
+        }
+    }
     if let Some(e) = &work.source_down {
         work.notes.push(format!(
             "stopped reading: {e}; the files not read wait in the backlog"
@@ -414,6 +534,14 @@ pub fn run_with(
         .map(|r| novelty::estimate_tokens(r.content.as_ref().map_or(0, |c| c.chars)))
         .sum::<u64>();
 
+    state.next_observation_due = observation::next_due(&state.observations);
+    state.provider_held_until = state
+        .llm
+        .circuit
+        .as_ref()
+        .filter(|c| protocol::is_open(c, cfg.now))
+        .map(|c| c.until);
+    state.autonomy_triggers = derived_triggers(&state, cfg);
     state.next_review = state
         .files
         .iter()
@@ -549,6 +677,13 @@ impl Work<'_, '_> {
                 }
             }
             Reason::EvidenceChanged => (true, state.files.keys().cloned().collect()),
+            Reason::ObservationDue => {
+                // Grading needs no file: the streak and the lock are in the state.
+                for path in observation::due(&state.observations, self.cfg.now) {
+                    self.grade(state, &path);
+                }
+                (true, Vec::new())
+            }
             _ => (true, Vec::new()),
         })
     }
@@ -646,6 +781,56 @@ impl Work<'_, '_> {
         Ok(out)
     }
 
+    /// Grade the file's open watch if its window elapsed or an incident
+    /// happened; a file that left the tree closes its watch ungraded.
+    fn grade(&mut self, state: &mut State, path: &str) {
+        match state.files.get(path) {
+            Some(r) => {
+                let streak = r.rollback_streak;
+                observation::resolve_if_due(
+                    &mut state.observations,
+                    path,
+                    streak,
+                    self.cfg.locked(path),
+                    self.cfg.now,
+                    self.cfg.resolved_limit,
+                );
+            }
+            None => {
+                state.observations.open.remove(path);
+            }
+        }
+    }
+
+    /// Label a SKIP (observation mode). It never changes the decision.
+    #[allow(clippy::too_many_arguments)]
+    fn observe(
+        &self,
+        state: &mut State,
+        path: &str,
+        reason: &str,
+        status: Status,
+        role: policy::Role,
+        risk: policy::Risk,
+    ) {
+        let streak = state.files.get(path).map_or(0, |r| r.rollback_streak);
+        observation::observe(
+            &mut state.observations,
+            path,
+            &ObserveInput {
+                reason,
+                status: status.as_str(),
+                role: role.as_str(),
+                risk: risk.as_str(),
+                confidence: policy::confidence(role, streak, 0),
+                known_skip: role != policy::Role::Unknown,
+                rollback_streak: streak,
+            },
+            self.cfg.now,
+            self.cfg.watch_limit,
+        );
+    }
+
     fn batch_full(&self) -> bool {
         self.cfg.batch > 0 && self.fresh >= self.cfg.batch as u64
     }
@@ -653,6 +838,7 @@ impl Work<'_, '_> {
     fn process_one(&mut self, state: &mut State, path: &str) -> Result<FileReport> {
         let now = self.cfg.now;
         let (role, risk) = policy::classify(path);
+        self.grade(state, path);
         let record = &state.files[path];
         let why_pending = if self.source_down.is_some() {
             "the source is unavailable"
@@ -720,6 +906,10 @@ impl Work<'_, '_> {
                 .as_ref()
                 .expect("unchanged implies a decision");
             let reason = format!("unchanged since {}: {}", prev.outcome.as_str(), prev.reason);
+            let (prev_outcome, prev_reason) = (prev.outcome, prev.reason.clone());
+            if matches!(prev_outcome, Outcome::LocalSkip | Outcome::LlmSkip) {
+                self.observe(state, path, &prev_reason, status, role, risk);
+            }
             return Ok(
                 FileReport::new(path, Outcome::Reused, reason, verdict).with_fingerprint(Some(fp))
             );
@@ -783,6 +973,12 @@ impl Work<'_, '_> {
         );
         if outcome != Outcome::Evolve {
             state.llm.proposals.remove(path);
+        }
+        if matches!(
+            outcome,
+            Outcome::LocalSkip | Outcome::LlmSkip | Outcome::Deferred
+        ) {
+            self.observe(state, path, &reason, status, role, risk);
         }
         let mut report = FileReport::new(path, outcome, reason, verdict).with_fingerprint(Some(fp));
         report.findings = findings;

@@ -25,6 +25,10 @@ fn cfg(dir: &Path, now: DateTime<Utc>) -> TickConfig {
         now,
         advisor: None,
         locks: Vec::new(),
+        autonomy: crate::gate::autonomy::Settings::default(),
+        signals: Vec::new(),
+        watch_limit: 500,
+        resolved_limit: 200,
     }
 }
 
@@ -816,6 +820,10 @@ mod advisor {
         assert_eq!(reviewed.len(), 5);
         assert_eq!(by_reason.get(&16), Some(&30), "{by_reason:?}");
         assert_eq!(by_reason.get(&10), Some(&1));
+        // The first run's five bets are graded together a day later; reviews
+        // of certified files are NO_VALUE and open no watch.
+        assert_eq!(by_reason.get(&15), Some(&1));
+        assert_eq!(by_reason.values().sum::<u64>(), 365 * 24);
         // One call at the first run and one per review, nothing else.
         assert_eq!(p.calls, 5 + 30);
     }
@@ -836,6 +844,177 @@ mod advisor {
             load(dir.path())
                 .next_review
                 .is_none_or(|r| r.path != "src/auth.js")
+        );
+    }
+
+    fn controlled(dir: &Path, now: DateTime<Utc>) -> TickConfig {
+        let mut c = advised(dir, now);
+        c.autonomy = crate::gate::autonomy::Settings {
+            mode: crate::gate::autonomy::Mode::Controlled,
+            daily_tokens: 10,
+            spacing: Duration::minutes(30),
+        };
+        c
+    }
+
+    #[test]
+    fn an_observation_due_wake_grades_from_state_and_reads_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut src = one_risky_file();
+        let mut p = scripted(|_| skip());
+        run_with(&advised(dir.path(), t0()), &mut src, Some(&mut p)).unwrap();
+        // Both SKIPs are young bets: watched for 24 h.
+        let open = load(dir.path()).observations.open;
+        assert_eq!(
+            open.keys().collect::<Vec<_>>(),
+            ["docs/a.md", "src/auth.js"]
+        );
+        let before = src.calls;
+
+        let r = run_with(
+            &advised(dir.path(), t0() + Duration::hours(24)),
+            &mut src,
+            Some(&mut p),
+        )
+        .unwrap();
+        assert_eq!(r.exit_code, 15);
+        assert!(r.state_written);
+        assert_eq!(src.calls.read - before.read, 0);
+        assert_eq!(src.calls.list - before.list, 0);
+        assert_eq!(p.calls, 1, "grading asks no model");
+        let state = load(dir.path());
+        assert!(state.observations.open.is_empty());
+        assert_eq!(state.observations.totals.resolved_correct, 2);
+        assert_eq!(state.next_observation_due, None);
+        // Nothing else is due: the next tick is a no-op.
+        let r = run_with(
+            &advised(dir.path(), t0() + Duration::hours(25)),
+            &mut src,
+            Some(&mut p),
+        )
+        .unwrap();
+        assert_eq!(r.exit_code, 0);
+    }
+
+    #[test]
+    fn a_wrong_stability_prediction_is_a_trigger_a_correct_one_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut src = one_risky_file();
+        let mut p = scripted(|_| skip());
+        run_with(&controlled(dir.path(), t0()), &mut src, Some(&mut p)).unwrap();
+        // A revert touches the file mid-window: the bet is graded wrong.
+        src.amend(&[("src/auth.js", "// reverted\n")]);
+        src.reverts = vec![vec!["src/auth.js".to_string()]];
+        let r = run_with(
+            &controlled(dir.path(), t0() + Duration::hours(1)),
+            &mut src,
+            Some(&mut p),
+        )
+        .unwrap();
+        assert_eq!(r.exit_code, 12);
+        let state = load(dir.path());
+        assert_eq!(state.observations.totals.resolved_wrong, 1);
+        let kinds: Vec<_> = state
+            .autonomy_triggers
+            .iter()
+            .map(|t| t.kind.as_str())
+            .collect();
+        assert!(kinds.contains(&"wrong_prediction"), "{kinds:?}");
+
+        // A correct prediction is no trigger: grade a quiet file's bet.
+        let dir2 = tempfile::tempdir().unwrap();
+        let mut quiet = one_risky_file();
+        let mut p2 = scripted(|_| skip());
+        run_with(&controlled(dir2.path(), t0()), &mut quiet, Some(&mut p2)).unwrap();
+        run_with(
+            &controlled(dir2.path(), t0() + Duration::hours(24)),
+            &mut quiet,
+            Some(&mut p2),
+        )
+        .unwrap();
+        let state = load(dir2.path());
+        assert_eq!(state.observations.totals.resolved_correct, 2);
+        assert!(state.autonomy_triggers.is_empty());
+    }
+
+    #[test]
+    fn think_again_only_for_a_new_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut src = one_risky_file();
+        let mut p = scripted(|_| skip());
+        run_with(&controlled(dir.path(), t0()), &mut src, Some(&mut p)).unwrap();
+        src.amend(&[("src/auth.js", "// reverted\n")]);
+        src.reverts = vec![vec!["src/auth.js".to_string()]];
+        let mut t = t0() + Duration::hours(1);
+        run_with(&controlled(dir.path(), t), &mut src, Some(&mut p)).unwrap();
+        assert_eq!(p.calls, 2);
+        // The next tick reconsiders it for the rollback (a concrete trigger).
+        t += Duration::minutes(40);
+        let r = run_with(&controlled(dir.path(), t), &mut src, Some(&mut p)).unwrap();
+        assert_eq!(r.exit_code, 17, "{:?}", r.verdict);
+        assert_eq!(outcomes(&r), [("src/auth.js".into(), "llm_skip")]);
+        assert_eq!(p.calls, 3, "a reconsideration bypasses the cache and asks");
+        let state = load(dir.path());
+        assert_eq!(state.autonomy.used_today, 1);
+        // Days later the rollback is still unresolved, but that question was
+        // answered (and the wrong prediction was followed by a correct one):
+        // no reconsideration, no call.
+        let mut reasons = Vec::new();
+        for h in [48, 72] {
+            let r = run_with(
+                &controlled(dir.path(), t + Duration::hours(h)),
+                &mut src,
+                Some(&mut p),
+            )
+            .unwrap();
+            reasons.push((r.exit_code, r.verdict.detail.clone()));
+        }
+        assert!(
+            reasons.iter().all(|(code, _)| *code != 17),
+            "the same trigger cannot reopen the same file twice: {reasons:?}"
+        );
+        assert_eq!(p.calls, 3, "{reasons:?}");
+    }
+
+    #[test]
+    fn a_failed_reconsideration_refunds_the_token_cooldown_and_answered_marker() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut src = one_risky_file();
+        let mut ok = scripted(|_| skip());
+        run_with(&controlled(dir.path(), t0()), &mut src, Some(&mut ok)).unwrap();
+        src.amend(&[("src/auth.js", "// reverted\n")]);
+        src.reverts = vec![vec!["src/auth.js".to_string()]];
+        run_with(
+            &controlled(dir.path(), t0() + Duration::hours(1)),
+            &mut src,
+            Some(&mut ok),
+        )
+        .unwrap();
+        let mut down = scripted(|_| http(500, SERVER));
+        let t = t0() + Duration::hours(2);
+        let r = run_with(&controlled(dir.path(), t), &mut src, Some(&mut down)).unwrap();
+        assert_eq!(r.exit_code, 17);
+        assert_eq!(outcomes(&r), [("src/auth.js".into(), "failed")]);
+        let state = load(dir.path());
+        assert_eq!(state.autonomy.used_today, 0, "the token came back");
+        assert!(
+            state
+                .autonomy
+                .answered
+                .get("src/auth.js")
+                .is_none_or(|a| a.is_empty())
+        );
+        // While the circuit is open the admission refuses with llm_provider_held.
+        let r = run_with(
+            &controlled(dir.path(), t + Duration::minutes(5)),
+            &mut src,
+            Some(&mut down),
+        )
+        .unwrap();
+        assert_eq!(r.exit_code, 0);
+        assert_eq!(
+            r.verdict.detail.unwrap()["autonomy"],
+            serde_json::json!("llm_provider_held")
         );
     }
 

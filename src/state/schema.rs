@@ -234,6 +234,16 @@ pub struct Header {
     /// The earliest scheduled review.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_review: Option<NextReview>,
+    /// The autonomy allowance's memory, read by the admission on every tick.
+    #[serde(default)]
+    pub autonomy: crate::gate::autonomy::AutonomyState,
+    /// Triggers derived from the state (rollbacks, wrong predictions, open
+    /// proposals), bounded, so a no-op can run the admission from this line.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub autonomy_triggers: Vec<crate::gate::autonomy::Trigger>,
+    /// Until when the model provider's circuit is open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_held_until: Option<DateTime<Utc>>,
 }
 
 /// The next file due for review, kept in the header for the wake gate.
@@ -265,6 +275,15 @@ pub struct State {
     pub next_observation_due: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_review: Option<NextReview>,
+    #[serde(default)]
+    pub autonomy: crate::gate::autonomy::AutonomyState,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub autonomy_triggers: Vec<crate::gate::autonomy::Trigger>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_held_until: Option<DateTime<Utc>>,
+    /// Observation mode: open watches and graded predictions.
+    #[serde(default)]
+    pub observations: crate::gate::observation::ObservationLog,
     /// The watched tree as of `wake.last_head`, with what is remembered per file.
     #[serde(default)]
     pub files: BTreeMap<String, FileRecord>,
@@ -288,6 +307,9 @@ impl State {
             backlog_len: self.backlog.len() as u64,
             next_observation_due: self.next_observation_due,
             next_review: self.next_review.clone(),
+            autonomy: self.autonomy.clone(),
+            autonomy_triggers: self.autonomy_triggers.clone(),
+            provider_held_until: self.provider_held_until,
         }
     }
 

@@ -201,6 +201,8 @@ pub fn encode(state: &State) -> Result<Vec<u8>> {
     serde_json::to_writer(&mut body, &state.backlog)?;
     body.extend_from_slice(b",\n\"llm\":");
     serde_json::to_writer(&mut body, &state.llm)?;
+    body.extend_from_slice(b",\n\"observations\":");
+    serde_json::to_writer(&mut body, &state.observations)?;
     body.extend_from_slice(b",\n\"files\":{");
     for (i, (path, record)) in state.files.iter().enumerate() {
         body.extend_from_slice(if i == 0 { b"\n" } else { b",\n" });
