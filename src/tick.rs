@@ -679,9 +679,20 @@ impl Work<'_, '_> {
             Reason::EvidenceChanged => (true, state.files.keys().cloned().collect()),
             Reason::ObservationDue => {
                 // Grading needs no file: the streak and the lock are in the state.
+                let (before_ok, before_wrong) = (
+                    state.observations.totals.resolved_correct,
+                    state.observations.totals.resolved_wrong,
+                );
                 for path in observation::due(&state.observations, self.cfg.now) {
                     self.grade(state, &path);
                 }
+                let t = &state.observations.totals;
+                self.notes.push(format!(
+                    "graded {} prediction(s): {} correct, {} wrong",
+                    t.resolved_correct - before_ok + t.resolved_wrong - before_wrong,
+                    t.resolved_correct - before_ok,
+                    t.resolved_wrong - before_wrong
+                ));
                 (true, Vec::new())
             }
             _ => (true, Vec::new()),

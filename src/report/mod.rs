@@ -48,6 +48,12 @@ pub fn tick_line(r: &TickReport) -> String {
             Some(h) => format!("first_run at {}", short_id(h)),
             None => "first_run".to_string(),
         },
+        "opportunity_due" => format!("opportunity_due: review of {}", field("path")),
+        "autonomy_due" => format!(
+            "autonomy_due: {} reconsidered for {}",
+            field("path"),
+            field("trigger")
+        ),
         other => other.to_string(),
     };
     let mut parts: Vec<String> = Outcome::ALL
@@ -59,7 +65,7 @@ pub fn tick_line(r: &TickReport) -> String {
         })
         .collect();
     if parts.is_empty() {
-        parts.push("nothing to do".into());
+        parts.push("no file to judge".into());
     }
     let n = r.files.len();
     let files = if n == 1 { "file" } else { "files" };

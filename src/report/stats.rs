@@ -74,10 +74,34 @@ pub struct LlmStats {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReviewStats {
+    /// The next file due for review and when.
+    pub next_path: Option<String>,
+    pub next_at: Option<DateTime<Utc>>,
+    /// Files with a review schedule, by interval in days.
+    pub by_interval_days: BTreeMap<u32, u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AutonomyStats {
+    pub used_today: u32,
+    pub last_admission: Option<String>,
+    /// Reconsiderations that happened (refunds excluded), lifetime.
+    pub lifetime: u64,
+    /// Triggers the state holds for the admission.
+    pub triggers: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Stats {
     pub wake: WakeStats,
     pub novelty: NoveltyStats,
     pub llm: LlmStats,
+    pub observations: crate::gate::observation::ObservationStats,
+    /// Files by lifecycle status at the time of reading (locks not applied).
+    pub lifecycle: BTreeMap<String, u64>,
+    pub reviews: ReviewStats,
+    pub autonomy: AutonomyStats,
     /// Lifetime count of each outcome (pending excluded).
     pub outcomes: BTreeMap<String, u64>,
 }
@@ -119,6 +143,33 @@ pub fn compute(state: &State, unsaved: u64, now: DateTime<Utc>, daily_budget: f6
         },
         outcomes: state.outcomes.clone(),
         llm: llm_stats(state, now, daily_budget),
+        observations: crate::gate::observation::stats(&state.observations, now),
+        lifecycle: state
+            .files
+            .iter()
+            .filter(|(_, r)| r.decision.is_some())
+            .fold(BTreeMap::new(), |mut m, (p, r)| {
+                let status = crate::tick::status_of(r, p, &[], now);
+                *m.entry(status.as_str().to_string()).or_default() += 1;
+                m
+            }),
+        reviews: ReviewStats {
+            next_path: state.next_review.as_ref().map(|r| r.path.clone()),
+            next_at: state.next_review.as_ref().map(|r| r.at),
+            by_interval_days: state.files.values().filter_map(|r| r.review.as_ref()).fold(
+                BTreeMap::new(),
+                |mut m, r| {
+                    *m.entry(r.interval_days).or_default() += 1;
+                    m
+                },
+            ),
+        },
+        autonomy: AutonomyStats {
+            used_today: crate::gate::autonomy::used_on(&state.autonomy, now),
+            last_admission: state.autonomy.last_reason.clone(),
+            lifetime: state.autonomy.lifetime,
+            triggers: state.autonomy_triggers.len() as u64,
+        },
     }
 }
 
@@ -251,12 +302,52 @@ pub fn render(s: &Stats) -> String {
         ("attempts (retries included)".into(), l.attempts.to_string()),
         ("open_proposals".into(), l.open_proposals.len().to_string()),
     ]);
+    let o = &s.observations;
+    let mut obs = vec![
+        ("watching".to_string(), o.watching.to_string()),
+        ("due".into(), o.due.to_string()),
+    ];
+    for (category, n) in &o.by_category {
+        obs.push((format!("labelled {category}"), n.to_string()));
+    }
+    obs.extend([
+        ("predictions resolved".into(), o.resolved.to_string()),
+        ("correct".into(), o.correct.to_string()),
+        ("wrong".into(), o.wrong.to_string()),
+        ("accuracy".into(), opt(&o.accuracy)),
+    ]);
+    let mut life: Vec<(String, String)> = s
+        .lifecycle
+        .iter()
+        .map(|(k, v)| (k.clone(), v.to_string()))
+        .collect();
+    let r = &s.reviews;
+    life.push((
+        "next review".into(),
+        match (&r.next_path, &r.next_at) {
+            (Some(p), Some(at)) => format!("{p} at {}", at.to_rfc3339()),
+            _ => "-".into(),
+        },
+    ));
+    for (days, n) in &r.by_interval_days {
+        life.push((format!("reviewed every {days} d"), n.to_string()));
+    }
+    let a = &s.autonomy;
+    let auto = vec![
+        ("used today".to_string(), a.used_today.to_string()),
+        ("last admission".into(), opt(&a.last_admission)),
+        ("reconsiderations (lifetime)".into(), a.lifetime.to_string()),
+        ("pending triggers".into(), a.triggers.to_string()),
+    ];
     format!(
-        "{}\n{}\n{}\n{}\n",
+        "{}\n{}\n{}\n{}\n{}\n{}\n{}\n",
         table("wake gate", wake),
         table("novelty gate", novelty),
         table("outcomes", outcomes),
-        table("advisor", llm)
+        table("advisor", llm),
+        table("observations", obs),
+        table("lifecycle and reviews", life),
+        table("autonomy", auto)
     )
 }
 
