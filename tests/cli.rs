@@ -6,6 +6,9 @@
 
 mod util;
 
+#[path = "e2e/advisor.rs"]
+mod advisor;
+
 use std::fs;
 
 use serde_json::{Value, json};

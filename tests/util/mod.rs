@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod gitlab;
+pub mod openai;
 
 use std::cell::Cell;
 use std::ffi::{OsStr, OsString};
