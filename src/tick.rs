@@ -584,7 +584,7 @@ pub fn run_with(
     report.llm_calls = llm_calls;
     report.advisor = cfg.advisor.as_ref().map(|_| "on").unwrap_or("off");
     if cfg.advisor.is_none() && report.counts.contains_key("needs_review") {
-        report.notes.push(
+        notes.push(
             "advisor off: set OPENAI_API_KEY to have a model judge the needs_review files".into(),
         );
     }
@@ -942,7 +942,7 @@ impl Work<'_, '_> {
             .as_ref()
             .map(|d| (d.outcome, d.reason.clone()));
         let (outcome, mut reason, findings) =
-            if local.outcome == Outcome::NeedsReview && self.advisor.is_some() {
+            if local.outcome == Outcome::NeedsReview && self.cfg.advisor.is_some() {
                 let blob = state.files[path].blob.clone();
                 let ask = Ask {
                     path,
@@ -982,7 +982,12 @@ impl Work<'_, '_> {
             },
             now,
         );
-        if outcome != Outcome::Evolve {
+        // A proposal stays open until the file is judged again; a failed or
+        // held look is no judgement.
+        if matches!(
+            outcome,
+            Outcome::LocalSkip | Outcome::LlmSkip | Outcome::NeedsReview
+        ) {
             state.llm.proposals.remove(path);
         }
         if matches!(
@@ -1098,8 +1103,15 @@ impl Work<'_, '_> {
                 }
             },
         };
+        let Some(advisor) = self.advisor.as_mut() else {
+            // A dry run calls no model; it says what it would have done.
+            return Ok((
+                Outcome::Pending,
+                "dry run: would ask the model".into(),
+                None,
+            ));
+        };
         let content = String::from_utf8_lossy(&bytes);
-        let advisor = self.advisor.as_mut().expect("checked by the caller");
         let call = advisor.ask(
             &AdviceRequest {
                 path: ask.path,

@@ -684,7 +684,7 @@ fn dry_run_writes_nothing() {
     assert_eq!(
         out.stderr_line(),
         format!(
-            "sentinel: woke (first_run at {}): 5 files — 5 needs_review; dry run, nothing written",
+            "sentinel: woke (first_run at {}): 5 files — 5 needs_review; dry run, nothing written; advisor off: set OPENAI_API_KEY to have a model judge the needs_review files",
             short(&head)
         )
     );

@@ -1,0 +1,679 @@
+//! A fake OpenAI-compatible chat-completions server for the advisor's
+//! end-to-end tests.
+//!
+//! Like the fake GitLab it is a small HTTP/1.1 server on `127.0.0.1:0` over
+//! `std::net`: every request is recorded whole (method, target, headers and
+//! body) so a test counts the attempts sentinel made, and a queue of canned
+//! replies is consumed before a default reply, so a test scripts exactly
+//! what the provider answers to the first, second, ... request. A slow reply
+//! sleeps on the server's connection thread, never on the test's. The server
+//! stops, and frees its port, when dropped.
+//!
+//! The bodies come from `fixtures/openai/`: the documented error bodies as
+//! they are, and `completion.json` as the template of every success.
+
+use std::collections::VecDeque;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::{Run, Sandbox};
+
+/// The key the advisor tests give sentinel in `OPENAI_API_KEY`.
+pub const KEY: &str = "sk-test-0123456789abcdef";
+
+/// The path sentinel posts to, under the `/v1` base.
+pub const COMPLETIONS: &str = "/v1/chat/completions";
+
+/// How long a connection thread waits for a read before it looks at the
+/// shutdown flag again.
+const POLL: Duration = Duration::from_millis(50);
+/// The largest request head accepted.
+const MAX_HEAD: usize = 64 * 1024;
+/// The largest request body accepted (a prompt is one file of at most 64 KiB).
+const MAX_BODY: usize = 4 << 20;
+
+// ---------------------------------------------------------------------------
+// Fixtures
+// ---------------------------------------------------------------------------
+
+/// The bytes of `fixtures/openai/<name>`.
+pub fn fixture_text(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/openai")
+        .join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
+}
+
+/// `fixtures/openai/<name>`, parsed.
+pub fn fixture(name: &str) -> Value {
+    serde_json::from_str(&fixture_text(name))
+        .unwrap_or_else(|e| panic!("fixtures/openai/{name} is not JSON: {e}"))
+}
+
+/// Tokens of a success, as `usage` reports them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Usage {
+    /// All prompt tokens, the cached ones included.
+    pub prompt: u64,
+    pub cached: u64,
+    pub completion: u64,
+}
+
+/// The usage of `fixtures/openai/completion.json`.
+pub const FIXTURE_USAGE: Usage = Usage {
+    prompt: 10_000,
+    cached: 8_000,
+    completion: 500,
+};
+
+/// The usage of `fixtures/openai/completion-not-json.json`.
+pub const NOT_JSON_USAGE: Usage = Usage {
+    prompt: 1_200,
+    cached: 0,
+    completion: 20,
+};
+
+impl Usage {
+    /// What these tokens cost at `input`, `cached_input` and `output` USD
+    /// per million, priced by hand: (prompt - cached) * in + cached * cached
+    /// + completion * out.
+    pub fn cost(self, input: f64, cached_input: f64, output: f64) -> f64 {
+        ((self.prompt - self.cached) as f64 * input
+            + self.cached as f64 * cached_input
+            + self.completion as f64 * output)
+            / 1e6
+    }
+}
+
+/// `completion.json` with its answer replaced by `content` (and its usage
+/// by `usage`, when given). Keys the template lacks are never added.
+pub fn completion(content: &str, usage: Option<Usage>) -> Value {
+    let mut body = fixture("completion.json");
+    let message = body
+        .pointer_mut("/choices/0/message/content")
+        .expect("completion.json has choices[0].message.content");
+    *message = Value::String(content.to_string());
+    if let Some(u) = usage {
+        let usage = body.get_mut("usage").expect("completion.json has usage");
+        usage["prompt_tokens"] = u.prompt.into();
+        usage["completion_tokens"] = u.completion.into();
+        usage["total_tokens"] = (u.prompt + u.completion).into();
+        usage["prompt_tokens_details"]["cached_tokens"] = u.cached.into();
+    }
+    body
+}
+
+// ---------------------------------------------------------------------------
+// Replies and recorded requests
+// ---------------------------------------------------------------------------
+
+/// What the server answers to one request.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    /// Exactly this status, headers and body.
+    Fixed {
+        status: u16,
+        headers: Vec<(String, String)>,
+        body: Vec<u8>,
+    },
+    /// Wait `delay` on the connection's thread (never the test's), then
+    /// answer with `then`.
+    Slow { delay: Duration, then: Box<Reply> },
+    /// Announce `declared` bytes of body, send `body` (shorter), close.
+    Truncated {
+        status: u16,
+        declared: usize,
+        body: Vec<u8>,
+    },
+}
+
+impl Reply {
+    /// `status` with a JSON body.
+    pub fn json(status: u16, body: &Value) -> Reply {
+        Reply::Fixed {
+            status,
+            headers: openai_headers(),
+            body: body.to_string().into_bytes(),
+        }
+    }
+
+    /// `status` with `fixtures/openai/<file>` as its body, byte for byte.
+    pub fn fixture(status: u16, file: &str) -> Reply {
+        Reply::Fixed {
+            status,
+            headers: openai_headers(),
+            body: fixture_text(file).into_bytes(),
+        }
+    }
+
+    /// The fixture's answer: SKIP, usage `FIXTURE_USAGE`.
+    pub fn completion() -> Reply {
+        Reply::fixture(200, "completion.json")
+    }
+
+    /// A SKIP answer with the fixture's usage.
+    pub fn skip(reason: &str) -> Reply {
+        let answer = json!({"action": "SKIP", "reason": reason, "findings": []});
+        Reply::json(200, &completion(&answer.to_string(), None))
+    }
+
+    /// An EVOLVE answer with `findings`, and the fixture's usage.
+    pub fn evolve(reason: &str, findings: Value) -> Reply {
+        let answer = json!({"action": "EVOLVE", "reason": reason, "findings": findings});
+        Reply::json(200, &completion(&answer.to_string(), None))
+    }
+
+    /// A 200 whose message is prose instead of the answer object.
+    pub fn not_json() -> Reply {
+        Reply::fixture(200, "completion-not-json.json")
+    }
+
+    /// 429 out of credit (`insufficient_quota`).
+    pub fn quota() -> Reply {
+        Reply::fixture(429, "quota.json")
+    }
+
+    /// 429 tokens-per-minute with OpenAI's rate-limit headers (which are
+    /// window resets, not waits) and no `retry-after`.
+    pub fn rate_limit() -> Reply {
+        Reply::fixture(429, "rate-limit.json")
+            .header("x-ratelimit-limit-requests", "500")
+            .header("x-ratelimit-limit-tokens", "200000")
+            .header("x-ratelimit-remaining-requests", "499")
+            .header("x-ratelimit-remaining-tokens", "0")
+            .header("x-ratelimit-reset-requests", "120ms")
+            .header("x-ratelimit-reset-tokens", "6m0s")
+    }
+
+    /// The same reply with one more header.
+    pub fn header(self, name: &str, value: &str) -> Reply {
+        match self {
+            Reply::Fixed {
+                status,
+                mut headers,
+                body,
+            } => {
+                headers.push((name.to_string(), value.to_string()));
+                Reply::Fixed {
+                    status,
+                    headers,
+                    body,
+                }
+            }
+            Reply::Slow { delay, then } => Reply::Slow {
+                delay,
+                then: Box::new(then.header(name, value)),
+            },
+            truncated @ Reply::Truncated { .. } => truncated,
+        }
+    }
+
+    /// This reply cut after half its body, the connection closed.
+    pub fn truncated(self) -> Reply {
+        match self {
+            Reply::Fixed { status, body, .. } => Reply::Truncated {
+                status,
+                declared: body.len(),
+                body: body[..body.len() / 2].to_vec(),
+            },
+            other => other,
+        }
+    }
+
+    /// This reply, `delay` late.
+    pub fn after(self, delay: Duration) -> Reply {
+        Reply::Slow {
+            delay,
+            then: Box::new(self),
+        }
+    }
+}
+
+/// The headers every OpenAI answer carries that matter to nobody here.
+fn openai_headers() -> Vec<(String, String)> {
+    vec![
+        ("Content-Type".into(), "application/json".into()),
+        ("openai-processing-ms".into(), "412".into()),
+        ("openai-version".into(), "2020-10-01".into()),
+    ]
+}
+
+/// One request as the server saw it.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    pub method: String,
+    /// The request target exactly as on the request line.
+    pub target: String,
+    /// Header names in lower case.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Recorded {
+    /// The first value of header `name` (any case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        let name = name.to_ascii_lowercase();
+        self.headers
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The body as JSON (panics when it is not).
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "the request body is not JSON ({e}): {}",
+                String::from_utf8_lossy(&self.body)
+            )
+        })
+    }
+
+    /// Whether this is a chat-completions call.
+    pub fn is_completion(&self) -> bool {
+        self.method == "POST" && self.target == COMPLETIONS
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The server
+// ---------------------------------------------------------------------------
+
+/// A running fake provider; stops (and frees its port) when dropped.
+pub struct FakeOpenAi {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    accept: Option<JoinHandle<()>>,
+}
+
+struct Shared {
+    shutdown: AtomicBool,
+    queue: Mutex<VecDeque<Reply>>,
+    default: Mutex<Reply>,
+    log: Mutex<Vec<Recorded>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panicking connection thread must not take every later test down.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl FakeOpenAi {
+    /// A provider that answers every call with the fixture's SKIP until told
+    /// otherwise.
+    pub fn start() -> FakeOpenAi {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the fake OpenAI");
+        let addr = listener.local_addr().expect("local address");
+        let shared = Arc::new(Shared {
+            shutdown: AtomicBool::new(false),
+            queue: Mutex::new(VecDeque::new()),
+            default: Mutex::new(Reply::completion()),
+            log: Mutex::new(Vec::new()),
+        });
+        let inner = shared.clone();
+        let accept = thread::Builder::new()
+            .name("fake-openai-accept".into())
+            .spawn(move || {
+                for stream in listener.incoming() {
+                    if inner.shutdown.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let Ok(stream) = stream else { continue };
+                    let conn = inner.clone();
+                    let _ = thread::Builder::new()
+                        .name("fake-openai-conn".into())
+                        .spawn(move || serve_connection(&conn, stream));
+                }
+            })
+            .expect("start the fake OpenAI");
+        FakeOpenAi {
+            addr,
+            shared,
+            accept: Some(accept),
+        }
+    }
+
+    /// `http://127.0.0.1:PORT/v1`, what `--llm-url` / `OPENAI_BASE_URL` take.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// Answer every request the queue does not cover with `reply`.
+    pub fn answer_always(&self, reply: Reply) {
+        *lock(&self.shared.default) = reply;
+    }
+
+    /// Queue `reply` for the next request.
+    pub fn push(&self, reply: Reply) {
+        lock(&self.shared.queue).push_back(reply);
+    }
+
+    /// Queue `reply` for the next `n` requests.
+    pub fn push_n(&self, n: usize, reply: Reply) {
+        for _ in 0..n {
+            self.push(reply.clone());
+        }
+    }
+
+    /// Canned replies not consumed yet.
+    pub fn queued(&self) -> usize {
+        lock(&self.shared.queue).len()
+    }
+
+    /// Every request so far, in order of arrival.
+    pub fn requests(&self) -> Vec<Recorded> {
+        lock(&self.shared.log).clone()
+    }
+
+    /// How many requests arrived so far (any method, any path).
+    pub fn count(&self) -> usize {
+        lock(&self.shared.log).len()
+    }
+
+    /// How many `POST /v1/chat/completions` arrived so far.
+    pub fn posts(&self) -> usize {
+        lock(&self.shared.log)
+            .iter()
+            .filter(|r| r.is_completion())
+            .count()
+    }
+}
+
+impl Drop for FakeOpenAi {
+    fn drop(&mut self) {
+        self.shared.shutdown.store(true, Ordering::SeqCst);
+        // Wake the accept loop so it sees the flag; connection threads (a
+        // slow reply's included) see it within `POLL`.
+        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
+        if let Some(handle) = self.accept.take() {
+            let _ = handle.join();
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// HTTP/1.1, as little as a chat-completions client needs
+// ---------------------------------------------------------------------------
+
+struct Request {
+    method: String,
+    target: String,
+    headers: Vec<(String, String)>,
+    close: bool,
+}
+
+impl Request {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// A connection's reader: bytes read past a request stay for the next.
+struct Conn {
+    stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Conn {
+    /// Read more bytes into the buffer; false on end of input, a broken
+    /// connection or shutdown.
+    fn fill(&mut self, shutdown: &AtomicBool) -> bool {
+        let mut chunk = [0u8; 8192];
+        loop {
+            if shutdown.load(Ordering::SeqCst) {
+                return false;
+            }
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return false,
+                Ok(n) => {
+                    self.buf.extend_from_slice(&chunk[..n]);
+                    return true;
+                }
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => return false,
+            }
+        }
+    }
+
+    /// Bytes up to (without) `delimiter`, which is consumed.
+    fn until(&mut self, delimiter: &[u8], max: usize, shutdown: &AtomicBool) -> Option<Vec<u8>> {
+        loop {
+            if let Some(end) = find(&self.buf, delimiter) {
+                let out = self.buf[..end].to_vec();
+                self.buf.drain(..end + delimiter.len());
+                return Some(out);
+            }
+            if self.buf.len() > max || !self.fill(shutdown) {
+                return None;
+            }
+        }
+    }
+
+    /// Exactly `len` bytes.
+    fn take(&mut self, len: usize, shutdown: &AtomicBool) -> Option<Vec<u8>> {
+        while self.buf.len() < len {
+            if !self.fill(shutdown) {
+                return None;
+            }
+        }
+        Some(self.buf.drain(..len).collect())
+    }
+
+    /// The body of `req`: `Content-Length` bytes, or a chunked body.
+    fn body(&mut self, req: &Request, shutdown: &AtomicBool) -> Option<Vec<u8>> {
+        let chunked = req
+            .header("transfer-encoding")
+            .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
+        if !chunked {
+            let len = match req.header("content-length") {
+                Some(v) => v.parse::<usize>().ok()?,
+                None => 0,
+            };
+            if len > MAX_BODY {
+                return None;
+            }
+            return self.take(len, shutdown);
+        }
+        let mut body = Vec::new();
+        loop {
+            let line = self.until(b"\r\n", 1024, shutdown)?;
+            let line = String::from_utf8(line).ok()?;
+            let size = usize::from_str_radix(line.split(';').next()?.trim(), 16).ok()?;
+            if size == 0 {
+                // Trailers, if any, end with an empty line.
+                while !self.until(b"\r\n", MAX_HEAD, shutdown)?.is_empty() {}
+                return Some(body);
+            }
+            if body.len() + size > MAX_BODY {
+                return None;
+            }
+            body.extend(self.take(size, shutdown)?);
+            self.take(2, shutdown)?;
+        }
+    }
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+fn parse_head(head: &[u8]) -> Option<Request> {
+    let text = std::str::from_utf8(head).ok()?;
+    let mut lines = text.split("\r\n");
+    let mut first = lines.next()?.split(' ');
+    let method = first.next()?.to_string();
+    let target = first.next()?.to_string();
+    let version = first.next()?;
+    if !version.starts_with("HTTP/1.") || first.next().is_some() {
+        return None;
+    }
+    let mut headers = Vec::new();
+    for line in lines {
+        let (name, value) = line.split_once(':')?;
+        headers.push((name.trim().to_ascii_lowercase(), value.trim().to_string()));
+    }
+    let connection = headers
+        .iter()
+        .find(|(k, _)| k == "connection")
+        .map(|(_, v)| v.to_ascii_lowercase());
+    let close = match connection {
+        Some(v) if v.contains("close") => true,
+        Some(v) if v.contains("keep-alive") => false,
+        _ => version == "HTTP/1.0",
+    };
+    Some(Request {
+        method,
+        target,
+        headers,
+        close,
+    })
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        503 => "Service Unavailable",
+        _ => "Status",
+    }
+}
+
+fn serve_connection(shared: &Shared, stream: TcpStream) {
+    let _ = stream.set_read_timeout(Some(POLL));
+    let _ = stream.set_nodelay(true);
+    let Ok(reader) = stream.try_clone() else {
+        return;
+    };
+    let mut conn = Conn {
+        stream: reader,
+        buf: Vec::new(),
+    };
+    let mut out = stream;
+    while let Some(head) = conn.until(b"\r\n\r\n", MAX_HEAD, &shared.shutdown) {
+        let Some(req) = parse_head(&head) else {
+            let _ = out.write_all(
+                b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            );
+            break;
+        };
+        let Some(body) = conn.body(&req, &shared.shutdown) else {
+            break;
+        };
+        let recorded = Recorded {
+            method: req.method.clone(),
+            target: req.target.clone(),
+            headers: req.headers.clone(),
+            body,
+        };
+        let reply = if recorded.is_completion() {
+            lock(&shared.queue)
+                .pop_front()
+                .unwrap_or_else(|| lock(&shared.default).clone())
+        } else {
+            let message = format!("Invalid URL ({} {})", req.method, req.target);
+            Reply::json(
+                404,
+                &json!({"error": {"message": message, "type": "invalid_request_error", "param": null, "code": null}}),
+            )
+        };
+        lock(&shared.log).push(recorded);
+        if !send(shared, reply, &mut out) || req.close {
+            break;
+        }
+    }
+    let _ = out.flush();
+    let _ = out.shutdown(Shutdown::Both);
+}
+
+/// Write `reply`; false when the connection must close.
+fn send(shared: &Shared, reply: Reply, out: &mut TcpStream) -> bool {
+    match reply {
+        Reply::Fixed {
+            status,
+            headers,
+            body,
+        } => {
+            let mut head = format!("HTTP/1.1 {status} {}\r\n", reason(status));
+            for (k, v) in &headers {
+                head.push_str(&format!("{k}: {v}\r\n"));
+            }
+            head.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
+            out.write_all(head.as_bytes())
+                .and_then(|()| out.write_all(&body))
+                .and_then(|()| out.flush())
+                .is_ok()
+        }
+        Reply::Slow { delay, then } => {
+            let until = Instant::now() + delay;
+            while Instant::now() < until {
+                if shared.shutdown.load(Ordering::SeqCst) {
+                    return false;
+                }
+                thread::sleep(POLL.min(until.saturating_duration_since(Instant::now())));
+            }
+            send(shared, *then, out)
+        }
+        Reply::Truncated {
+            status,
+            declared,
+            body,
+        } => {
+            let head = format!(
+                "HTTP/1.1 {status} {}\r\nContent-Type: application/json\r\nContent-Length: {declared}\r\n\r\n",
+                reason(status)
+            );
+            let _ = out
+                .write_all(head.as_bytes())
+                .and_then(|()| out.write_all(&body))
+                .and_then(|()| out.flush());
+            false
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Running sentinel against it
+// ---------------------------------------------------------------------------
+
+impl Sandbox {
+    /// `sentinel tick --json --fake-sleep --now T --llm-url <fake>/v1
+    /// --repo R --state S`, watching the whole repository, with
+    /// `OPENAI_API_KEY=KEY` (so the advisor is on by default).
+    pub fn advisor_tick_cmd(&self, ai: &FakeOpenAi, now: &str) -> Run {
+        self.sentinel(["tick", "--json", "--fake-sleep", "--now", now])
+            .args(["--llm-url", &ai.base_url()])
+            .arg("--repo")
+            .arg(&self.repo.root)
+            .arg("--state")
+            .arg(&self.state)
+            .env("OPENAI_API_KEY", KEY)
+    }
+
+    /// `sentinel stats --json --state S --now T --daily-budget USD`.
+    pub fn stats_at(&self, now: &str, daily_budget: f64) -> Value {
+        let out = self
+            .sentinel(["stats", "--json", "--now", now])
+            .args(["--daily-budget", &daily_budget.to_string()])
+            .arg("--state")
+            .arg(&self.state)
+            .output();
+        assert_eq!(out.code, 0, "stats failed: {}", out.stderr);
+        out.json()
+    }
+}
