@@ -45,6 +45,18 @@ pub fn agent(timeout: Duration, ca_file: Option<&Path>) -> Result<ureq::Agent, S
     Ok(builder.build().into())
 }
 
+/// A transport failure in a few words, without the URL's query (which may
+/// carry paths) and never with a header value (which may carry a token).
+pub fn transport_message(e: &ureq::Error) -> String {
+    match e {
+        ureq::Error::Timeout(_) => "timed out".into(),
+        ureq::Error::HostNotFound => "host not found".into(),
+        ureq::Error::ConnectionFailed => "connection failed".into(),
+        ureq::Error::Io(io) => format!("connection error ({})", io.kind()),
+        other => format!("request failed ({other})"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -229,7 +229,7 @@ impl OpenAiAdvisor {
         let mut response = match sent {
             Ok(r) => r,
             Err(ureq::Error::Timeout(_)) => return Err((Failure::Timeout, None)),
-            Err(e) => return Err((Failure::Network(transport_message(&e)), None)),
+            Err(e) => return Err((Failure::Network(crate::http::transport_message(&e)), None)),
         };
         let status = response.status().as_u16();
         let header = |name: &str| {
@@ -255,7 +255,7 @@ impl OpenAiAdvisor {
                     None,
                 ));
             }
-            Err(e) => return Err((Failure::Network(transport_message(&e)), None)),
+            Err(e) => return Err((Failure::Network(crate::http::transport_message(&e)), None)),
         };
         if !(200..300).contains(&status) {
             return Err((
@@ -360,15 +360,6 @@ fn add_usage(a: Option<Usage>, b: Option<Usage>) -> Option<Usage> {
             completion_tokens: a.completion_tokens + b.completion_tokens,
         }),
         (a, b) => a.or(b),
-    }
-}
-
-fn transport_message(e: &ureq::Error) -> String {
-    match e {
-        ureq::Error::HostNotFound => "host not found".into(),
-        ureq::Error::ConnectionFailed => "connection failed".into(),
-        ureq::Error::Io(io) => format!("connection error ({})", io.kind()),
-        other => format!("request failed ({other})"),
     }
 }
 

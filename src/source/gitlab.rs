@@ -430,14 +430,7 @@ fn url_path(url: &str) -> &str {
 }
 
 fn transport_error(url: &str, e: ureq::Error) -> SourceError {
-    let what = match &e {
-        ureq::Error::Timeout(_) => "timed out".to_string(),
-        ureq::Error::HostNotFound => "host not found".to_string(),
-        ureq::Error::ConnectionFailed => "connection failed".to_string(),
-        ureq::Error::Io(io) => format!("connection error ({})", io.kind()),
-        other => format!("request failed ({other})"),
-    };
-    SourceError::Unavailable(format!("GET {url}: {what}"))
+    SourceError::Unavailable(format!("GET {url}: {}", crate::http::transport_message(&e)))
 }
 
 fn next_link(header: &str) -> Option<String> {
