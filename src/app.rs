@@ -7,7 +7,7 @@ use chrono::Utc;
 
 use crate::cli::{
     AutonomyMode, Cli, Command, Environment, ExplainArgs, SourceArgs, SourceChoice, StatsArgs,
-    TickArgs,
+    StatsFormat, TickArgs, TriggerArg,
 };
 use crate::gate::autonomy;
 use crate::llm::client::{Advisor, ApiKey, OpenAiAdvisor, OpenAiConfig};
@@ -72,6 +72,9 @@ fn run_tick(args: TickArgs) -> Result<u8> {
         signals: read_signals(args.autonomy.signals.as_deref(), now)?,
         watch_limit: args.autonomy.watch_limit,
         resolved_limit: args.autonomy.resolved_limit,
+        trigger: TriggerArg::resolve(args.trigger, &env),
+        min_interval: chrono::Duration::seconds(args.min_interval.min(86_400 * 365) as i64),
+        codequality: args.codequality.clone(),
     };
     // A dry run calls no model.
     let mut advisor = match (&env.openai_api_key, advisor_on && !args.dry_run) {
@@ -133,10 +136,10 @@ fn run_stats(args: StatsArgs) -> Result<u8> {
         args.now.unwrap_or_else(Utc::now),
         args.daily_budget,
     );
-    if args.json {
-        println!("{}", serde_json::to_string(&s)?);
-    } else {
-        print!("{}", stats::render(&s));
+    match (args.json, args.format) {
+        (true, _) | (_, StatsFormat::Json) => println!("{}", serde_json::to_string(&s)?),
+        (_, StatsFormat::Prometheus) => print!("{}", stats::prometheus(&s)),
+        (_, StatsFormat::Table) => print!("{}", stats::render(&s)),
     }
     Ok(0)
 }

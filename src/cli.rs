@@ -23,9 +23,10 @@ const TICK_AFTER: &str = "\
 Exit codes:
   0       none: nothing happened, nothing written
   10..17  woke: 10 first_run, 11 sha_unavailable, 12 repo_changed,
-          13 evidence_changed, 14 backlog (15..17 are reserved for
-          observation_due, opportunity_due, autonomy_due)
+          13 evidence_changed, 14 backlog, 15 observation_due,
+          16 opportunity_due, 17 autonomy_due
   20      busy: another tick holds the lock; nothing started
+  21      rate_limited: a triggered tick inside --min-interval; nothing started
   1       error (configuration, I/O, corrupt or newer state); state untouched
   2       usage error
 
@@ -115,6 +116,7 @@ pub struct Environment {
     pub ci_project_id: Option<String>,
     pub ci_default_branch: Option<String>,
     pub ci_job_token_set: bool,
+    pub ci_pipeline_source: Option<String>,
     pub token: Option<String>,
     pub openai_api_key: Option<String>,
     pub ssl_cert_file: Option<PathBuf>,
@@ -129,6 +131,7 @@ impl Environment {
             ci_project_id: non_empty("CI_PROJECT_ID"),
             ci_default_branch: non_empty("CI_DEFAULT_BRANCH"),
             ci_job_token_set: non_empty("CI_JOB_TOKEN").is_some(),
+            ci_pipeline_source: non_empty("CI_PIPELINE_SOURCE"),
             token: non_empty("SENTINEL_GITLAB_TOKEN").or_else(|| non_empty("GITLAB_TOKEN")),
             openai_api_key: non_empty("OPENAI_API_KEY"),
             ssl_cert_file: non_empty("SSL_CERT_FILE").map(PathBuf::from),
@@ -196,6 +199,47 @@ pub struct TickArgs {
     pub llm: LlmArgs,
     #[command(flatten)]
     pub autonomy: AutonomyArgs,
+    /// What started this tick [default: from CI_PIPELINE_SOURCE; outside CI,
+    /// manual]. push, webhook and api ticks are admitted at most once per
+    /// --min-interval; schedule and manual ticks are never limited.
+    #[arg(long, env = "SENTINEL_TRIGGER", value_enum)]
+    pub trigger: Option<TriggerArg>,
+    /// Seconds after an admitted triggered tick during which further triggered
+    /// ticks exit 21 without a request.
+    #[arg(
+        long,
+        env = "SENTINEL_MIN_INTERVAL",
+        value_name = "SECS",
+        default_value_t = 30
+    )]
+    pub min_interval: u64,
+    /// Write a GitLab Code Quality report of the open EVOLVE findings here
+    /// (on a waking tick; an empty array when there are none).
+    #[arg(long, env = "SENTINEL_CODEQUALITY", value_name = "PATH")]
+    pub codequality: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TriggerArg {
+    Schedule,
+    Push,
+    Webhook,
+    Api,
+    Manual,
+}
+
+impl TriggerArg {
+    pub fn resolve(arg: Option<TriggerArg>, env: &Environment) -> crate::gate::admission::Trigger {
+        use crate::gate::admission::Trigger;
+        match arg {
+            Some(TriggerArg::Schedule) => Trigger::Schedule,
+            Some(TriggerArg::Push) => Trigger::Push,
+            Some(TriggerArg::Webhook) => Trigger::Webhook,
+            Some(TriggerArg::Api) => Trigger::Api,
+            Some(TriggerArg::Manual) => Trigger::Manual,
+            None => Trigger::from_pipeline_source(env.ci_pipeline_source.as_deref()),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -370,9 +414,18 @@ pub struct StatsArgs {
     /// The clone the default state path is relative to.
     #[arg(long, env = "SENTINEL_REPO", value_name = "DIR", default_value = ".")]
     pub repo: PathBuf,
-    /// Print the counters as one JSON object on stdout.
+    /// Print the counters as one JSON object on stdout (same as --format json).
     #[arg(long, env = "SENTINEL_JSON", value_parser = clap::builder::BoolishValueParser::new())]
     pub json: bool,
+    /// How to print the counters: tables, one JSON object, or the Prometheus
+    /// text format (for the node-exporter textfile collector).
+    #[arg(
+        long,
+        env = "SENTINEL_STATS_FORMAT",
+        value_enum,
+        default_value = "table"
+    )]
+    pub format: StatsFormat,
     /// The time the daily figures and the circuit are read at, RFC 3339 [default: the clock].
     #[arg(long, env = "SENTINEL_NOW", value_name = "RFC3339", value_parser = parse_now)]
     pub now: Option<DateTime<Utc>>,
@@ -384,6 +437,13 @@ pub struct StatsArgs {
         default_value_t = 2.0
     )]
     pub daily_budget: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StatsFormat {
+    Table,
+    Json,
+    Prometheus,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -13,6 +13,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::exit;
+use crate::gate::admission;
 use crate::gate::autonomy::{self, Admission, Candidate, Trigger, TriggerKind};
 use crate::gate::budget;
 use crate::gate::deps;
@@ -95,6 +96,11 @@ pub struct TickConfig {
     /// Bounds of observation mode's open watches and resolved log.
     pub watch_limit: usize,
     pub resolved_limit: usize,
+    /// What started this tick; triggered ticks are admitted once per window.
+    pub trigger: admission::Trigger,
+    pub min_interval: chrono::Duration,
+    /// Where to write the Code Quality report of open proposals (on wake).
+    pub codequality: Option<PathBuf>,
 }
 
 impl TickConfig {
@@ -317,6 +323,37 @@ pub fn run_with(
             }
         }
     };
+
+    // A poke is admitted at most once per window, before any request. A tick
+    // refused as busy never got here, so it cannot consume the window.
+    if cfg.trigger.is_triggered() {
+        let last = store::read_start(&cfg.state);
+        match admission::admit(cfg.trigger, last, cfg.min_interval, cfg.now) {
+            admission::Admission::RateLimited { retry_after } => {
+                let secs = retry_after.num_milliseconds().div_euclid(1000)
+                    + i64::from(retry_after.num_milliseconds() % 1000 != 0);
+                let mut report = TickReport::new(
+                    exit::RATE_LIMITED,
+                    ReportedVerdict {
+                        wake: false,
+                        reason: "rate_limited".into(),
+                        detail: Some(serde_json::json!({
+                            "trigger": cfg.trigger,
+                            "last_start": last,
+                            "retry_after_s": secs,
+                        })),
+                    },
+                    cfg.dry_run,
+                );
+                report.notes.push(format!(
+                    "a triggered tick within --min-interval of the last start; next in {secs} s"
+                ));
+                return Ok(report);
+            }
+            admission::Admission::Start if !cfg.dry_run => store::write_start(&cfg.state, cfg.now)?,
+            admission::Admission::Start => {}
+        }
+    }
 
     let header = store::load_header(&cfg.state)?;
     let known_state = header.is_some();
@@ -571,6 +608,10 @@ pub fn run_with(
         store::save(&cfg.state, &state)?;
         report.state_written = true;
         journal::clear(&cfg.state)?;
+        if let Some(path) = &cfg.codequality {
+            let bytes = crate::report::codequality::render(&state.llm.proposals)?;
+            store::write_atomically(path, &bytes)?;
+        }
     }
     report.head = head;
     report.pending = state.backlog.len() as u64;

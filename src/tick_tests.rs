@@ -29,6 +29,9 @@ fn cfg(dir: &Path, now: DateTime<Utc>) -> TickConfig {
         signals: Vec::new(),
         watch_limit: 500,
         resolved_limit: 200,
+        trigger: crate::gate::admission::Trigger::Schedule,
+        min_interval: Duration::seconds(30),
+        codequality: None,
     }
 }
 

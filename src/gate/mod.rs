@@ -1,5 +1,6 @@
 //! Pure decisions over (state, inputs, now): no clock, no file, no network.
 
+pub mod admission;
 pub mod autonomy;
 pub mod budget;
 pub mod deps;

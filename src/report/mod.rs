@@ -1,5 +1,6 @@
 //! What sentinel prints: the one-line tick verdict, the stats tables and `explain`.
 
+pub mod codequality;
 pub mod explain;
 pub mod stats;
 
@@ -19,6 +20,16 @@ pub fn tick_line(r: &TickReport) -> String {
     };
     match reason {
         "busy" => return format!("sentinel: busy ({}); nothing started", r.notes.join("; ")),
+        "rate_limited" => {
+            let secs = detail
+                .and_then(|d| d.get("retry_after_s"))
+                .and_then(|v| v.as_i64())
+                .unwrap_or(0);
+            return format!(
+                "sentinel: rate_limited (a {} tick within --min-interval of the last start; next in {secs} s); nothing started",
+                field("trigger")
+            );
+        }
         "none" => {
             let head = r.head.as_deref().map(short_id).unwrap_or("-");
             let tail = if r.dry_run {

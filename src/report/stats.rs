@@ -351,6 +351,127 @@ pub fn render(s: &Stats) -> String {
     )
 }
 
+/// The counters in the Prometheus text format, for the node-exporter
+/// textfile collector: HELP and TYPE before every metric, `sentinel_` names.
+pub fn prometheus(s: &Stats) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let mut metric = |name: &str, kind: &str, help: &str, samples: &[(String, f64)]| {
+        let _ = writeln!(out, "# HELP sentinel_{name} {help}");
+        let _ = writeln!(out, "# TYPE sentinel_{name} {kind}");
+        for (labels, value) in samples {
+            let _ = writeln!(out, "sentinel_{name}{labels} {value}");
+        }
+    };
+    let one = |v: f64| vec![(String::new(), v)];
+    let w = &s.wake;
+    metric(
+        "ticks_total",
+        "counter",
+        "Ticks run, no-ops included.",
+        &one(w.ticks as f64),
+    );
+    let mut wakes: Vec<(String, f64)> = Reason::ALL
+        .iter()
+        .filter(|r| **r != Reason::None)
+        .map(|r| {
+            let n = w.by_reason.get(r.as_str()).copied().unwrap_or(0);
+            (format!("{{reason=\"{}\"}}", r.as_str()), n as f64)
+        })
+        .collect();
+    wakes.sort_by(|a, b| a.0.cmp(&b.0));
+    metric(
+        "wakes_total",
+        "counter",
+        "Ticks that woke, by wake reason.",
+        &wakes,
+    );
+    metric(
+        "noops_total",
+        "counter",
+        "Ticks that found nothing to do.",
+        &one(w.noops as f64),
+    );
+    metric(
+        "unsaved_noops",
+        "gauge",
+        "No-op ticks counted in the journal, not yet folded into the state.",
+        &one(w.unsaved_noops as f64),
+    );
+    let n = &s.novelty;
+    metric(
+        "reuses_total",
+        "counter",
+        "Remembered decisions reused without a read.",
+        &one(n.reuses as f64),
+    );
+    metric(
+        "fresh_evaluations_total",
+        "counter",
+        "Files evaluated afresh.",
+        &one(n.fresh_evaluations as f64),
+    );
+    metric(
+        "tracked_files",
+        "gauge",
+        "Files with a remembered decision.",
+        &one(n.tracked_files as f64),
+    );
+    metric(
+        "pending_files",
+        "gauge",
+        "Files waiting in the backlog.",
+        &one(n.pending as f64),
+    );
+    let l = &s.llm;
+    metric(
+        "model_calls_total",
+        "counter",
+        "Model calls settled in the budget.",
+        &one(l.lifetime_calls as f64),
+    );
+    metric(
+        "model_attempts_total",
+        "counter",
+        "HTTP attempts to the model provider, retries included.",
+        &one(l.attempts as f64),
+    );
+    metric(
+        "cost_today_usd",
+        "gauge",
+        "Model cost today (UTC); measured from usage, or estimated for models without a price.",
+        &[
+            ("{kind=\"measured\"}".into(), l.cost_today_measured),
+            ("{kind=\"estimated\"}".into(), l.cost_today_estimated),
+        ],
+    );
+    metric(
+        "budget_left_usd",
+        "gauge",
+        "What is left of today's budget.",
+        &one(l.budget_left),
+    );
+    metric(
+        "circuit_open",
+        "gauge",
+        "1 while the model provider is held by an open circuit.",
+        &one(f64::from(u8::from(
+            l.circuit.as_ref().is_some_and(|c| c.open),
+        ))),
+    );
+    let o = &s.observations;
+    metric(
+        "predictions_total",
+        "counter",
+        "Graded stability predictions, by result.",
+        &[
+            ("{result=\"correct\"}".into(), o.correct as f64),
+            ("{result=\"wrong\"}".into(), o.wrong as f64),
+        ],
+    );
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -381,6 +502,42 @@ mod tests {
         );
         assert_eq!(s.wake.noop_rate, Some(0.9972));
         assert_eq!(s.wake.by_reason.get("none"), Some(&718));
+    }
+
+    #[test]
+    fn the_prometheus_text_parses_with_help_and_type_before_every_sample() {
+        let mut state = State::new();
+        state.wake.ticks = 720;
+        state.wake.noops = 718;
+        state.wake.by_reason.insert("first_run".into(), 1);
+        let text = prometheus(&compute(&state, 3, now(), 2.0));
+        let mut declared: Vec<String> = Vec::new();
+        let mut samples = 0;
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# HELP ") {
+                declared.push(rest.split(' ').next().unwrap().to_string());
+            } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let mut parts = rest.split(' ');
+                assert_eq!(parts.next(), declared.last().map(String::as_str));
+                assert!(matches!(parts.next(), Some("counter" | "gauge")));
+            } else {
+                let (name, value) = line.rsplit_once(' ').unwrap();
+                let bare = name.split('{').next().unwrap();
+                assert_eq!(Some(bare), declared.last().map(String::as_str), "{line}");
+                assert!(bare.starts_with("sentinel_"));
+                assert!(value.parse::<f64>().unwrap().is_finite(), "{line}");
+                if let Some(labels) = name.strip_prefix(bare) {
+                    assert!(
+                        labels.is_empty() || (labels.starts_with('{') && labels.ends_with('}'))
+                    );
+                }
+                samples += 1;
+            }
+        }
+        assert!(text.contains("sentinel_ticks_total 723\n"), "{text}");
+        assert!(text.contains("sentinel_wakes_total{reason=\"first_run\"} 1\n"));
+        assert!(text.contains("sentinel_circuit_open 0\n"));
+        assert!(samples >= 20);
     }
 
     #[test]

@@ -194,6 +194,34 @@ fn open_error(path: &Path, e: std::io::Error) -> anyhow::Error {
     anyhow!("cannot read state file `{}`: {hint}", path.display())
 }
 
+/// The last admitted triggered start, from `<state>.start`; anything
+/// unreadable counts as none (an admission must never wedge a scheduler).
+pub fn read_start(state: &Path) -> Option<chrono::DateTime<chrono::Utc>> {
+    let text = fs::read_to_string(sidecar(state, ".start")).ok()?;
+    chrono::DateTime::parse_from_rfc3339(text.trim())
+        .ok()
+        .map(|t| t.with_timezone(&chrono::Utc))
+}
+
+/// Remember an admitted triggered start (a sidecar: the state file is not
+/// touched, so a triggered no-op still leaves it byte-identical).
+pub fn write_start(state: &Path, now: chrono::DateTime<chrono::Utc>) -> Result<()> {
+    let path = sidecar(state, ".start");
+    fs::write(
+        &path,
+        format!(
+            "{}\n",
+            now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+        ),
+    )
+    .with_context(|| {
+        format!(
+            "cannot write `{}`; check that the state directory is writable",
+            path.display()
+        )
+    })
+}
+
 /// Serialise in the fixed layout: header line, then backlog, then one line per file.
 pub fn encode(state: &State) -> Result<Vec<u8>> {
     let mut body = Vec::with_capacity(64 + state.files.len() * 256);

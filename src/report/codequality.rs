@@ -1,0 +1,140 @@
+//! The GitLab Code Quality report of the open EVOLVE proposals.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::gate::policy::hex;
+use crate::llm::client::Severity;
+use crate::state::Proposal;
+
+#[derive(Debug, Serialize)]
+struct Issue<'a> {
+    description: &'a str,
+    check_name: String,
+    fingerprint: String,
+    severity: &'static str,
+    location: Location<'a>,
+}
+
+#[derive(Debug, Serialize)]
+struct Location<'a> {
+    path: &'a str,
+    lines: Lines,
+}
+
+#[derive(Debug, Serialize)]
+struct Lines {
+    begin: u64,
+}
+
+fn severity(s: Severity) -> &'static str {
+    match s {
+        Severity::Info => "info",
+        Severity::Minor => "minor",
+        Severity::Major => "major",
+        Severity::Critical => "critical",
+        Severity::Blocker => "blocker",
+    }
+}
+
+/// A fingerprint that stays the same across ticks for the same finding, so
+/// the merge-request widget shows one entry, not one per tick.
+fn fingerprint(path: &str, line: u64, message: &str) -> String {
+    let mut h = Sha256::new();
+    for part in [
+        path.as_bytes(),
+        line.to_string().as_bytes(),
+        message.as_bytes(),
+    ] {
+        h.update(part);
+        h.update([0u8]);
+    }
+    hex(&h.finalize()[..16])
+}
+
+/// One JSON array, no BOM; an empty array when nothing is open. A proposal
+/// without findings is reported once, on its first line, with its reason.
+pub fn render(proposals: &BTreeMap<String, Proposal>) -> anyhow::Result<Vec<u8>> {
+    let mut issues = Vec::new();
+    for (path, p) in proposals {
+        if p.findings.is_empty() {
+            issues.push(Issue {
+                description: &p.reason,
+                check_name: "sentinel/evolve".into(),
+                fingerprint: fingerprint(path, 1, &p.reason),
+                severity: "minor",
+                location: Location {
+                    path,
+                    lines: Lines { begin: 1 },
+                },
+            });
+        }
+        for f in &p.findings {
+            let line = f.line.max(1);
+            issues.push(Issue {
+                description: &f.message,
+                check_name: format!("sentinel/{}", severity(f.severity)),
+                fingerprint: fingerprint(path, line, &f.message),
+                severity: severity(f.severity),
+                location: Location {
+                    path,
+                    lines: Lines { begin: line },
+                },
+            });
+        }
+    }
+    let mut out = serde_json::to_vec_pretty(&issues)?;
+    out.push(b'\n');
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::client::Finding;
+
+    fn proposal(findings: Vec<Finding>) -> Proposal {
+        Proposal {
+            fingerprint: "fp".into(),
+            reason: "unchecked input".into(),
+            findings,
+            ts: "2026-06-16T00:00:00Z".parse().unwrap(),
+        }
+    }
+
+    #[test]
+    fn every_issue_has_the_required_fields_and_a_stable_fingerprint() {
+        let mut open = BTreeMap::new();
+        open.insert(
+            "src/auth.js".to_string(),
+            proposal(vec![Finding {
+                line: 42,
+                severity: Severity::Critical,
+                message: "token compared with ==".into(),
+            }]),
+        );
+        open.insert("src/b.js".to_string(), proposal(vec![]));
+        let a = render(&open).unwrap();
+        assert_ne!(&a[..3], b"\xEF\xBB\xBF", "no BOM");
+        let v: serde_json::Value = serde_json::from_slice(&a).unwrap();
+        let issues = v.as_array().unwrap();
+        assert_eq!(issues.len(), 2);
+        for i in issues {
+            for key in ["description", "check_name", "fingerprint", "severity"] {
+                assert!(i[key].is_string(), "{key} in {i}");
+            }
+            assert!(i["location"]["path"].is_string());
+            assert!(i["location"]["lines"]["begin"].as_u64().unwrap() >= 1);
+        }
+        assert_eq!(issues[0]["severity"], "critical");
+        assert_eq!(issues[0]["location"]["lines"]["begin"], 42);
+        assert_eq!(render(&open).unwrap(), a, "same findings, same bytes");
+    }
+
+    #[test]
+    fn no_open_proposal_is_an_empty_array() {
+        assert_eq!(render(&BTreeMap::new()).unwrap(), b"[]\n");
+    }
+}
