@@ -12,17 +12,17 @@
 //! consumed before the normal handling, to inject failures.
 
 use std::collections::{HashMap, VecDeque};
-use std::io::{ErrorKind, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use std::thread::{self, JoinHandle};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::http::{self, Request, Server, lock};
 use super::{Run, Sandbox, WATCHED};
 
 /// The project's path, as `--project` names it.
@@ -34,11 +34,6 @@ pub const TOKEN: &str = "glpat-test-token-0001";
 /// The branch the tests watch.
 pub const BRANCH: &str = "main";
 
-/// How long a connection thread waits for a read before it looks at the
-/// shutdown flag again.
-const POLL: Duration = Duration::from_millis(50);
-/// The largest request head accepted.
-const MAX_HEAD: usize = 64 * 1024;
 /// GitLab's largest page.
 const MAX_PER_PAGE: usize = 100;
 /// Compares with more changed files than this get no `diff` text, as
@@ -226,11 +221,7 @@ impl Recorded {
 
     /// The first value of header `name` (any case).
     pub fn header(&self, name: &str) -> Option<&str> {
-        let name = name.to_ascii_lowercase();
-        self.headers
-            .iter()
-            .find(|(k, _)| *k == name)
-            .map(|(_, v)| v.as_str())
+        http::header(&self.headers, name)
     }
 }
 
@@ -242,11 +233,11 @@ impl Recorded {
 pub struct FakeGitLab {
     addr: SocketAddr,
     shared: Arc<Shared>,
-    accept: Option<JoinHandle<()>>,
+    server: Server,
 }
 
 struct Shared {
-    shutdown: AtomicBool,
+    shutdown: Arc<AtomicBool>,
     origin: String,
     git: Git,
     settings: Mutex<Settings>,
@@ -269,19 +260,14 @@ struct Tree {
     index: HashMap<String, usize>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panicking connection thread must not take every later test down.
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 impl FakeGitLab {
     /// A server for project `group/project` (id 42) backed by the git
     /// repository at `repo`, wanting `PRIVATE-TOKEN: TOKEN`.
     pub fn start(repo: &Path) -> FakeGitLab {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the fake GitLab");
-        let addr = listener.local_addr().expect("local address");
+        let (listener, addr) = http::listen("fake GitLab");
+        let shutdown = Arc::new(AtomicBool::new(false));
         let shared = Arc::new(Shared {
-            shutdown: AtomicBool::new(false),
+            shutdown: shutdown.clone(),
             origin: format!("http://{addr}"),
             git: Git::new(repo.to_path_buf()),
             settings: Mutex::new(Settings {
@@ -295,25 +281,18 @@ impl FakeGitLab {
             request_ids: AtomicU64::new(0),
         });
         let inner = shared.clone();
-        let accept = thread::Builder::new()
-            .name("fake-gitlab-accept".into())
-            .spawn(move || {
-                for stream in listener.incoming() {
-                    if inner.shutdown.load(Ordering::SeqCst) {
-                        break;
-                    }
-                    let Ok(stream) = stream else { continue };
-                    let conn = inner.clone();
-                    let _ = thread::Builder::new()
-                        .name("fake-gitlab-conn".into())
-                        .spawn(move || serve_connection(&conn, stream));
-                }
-            })
-            .expect("start the fake GitLab");
+        let server = Server::start("fake GitLab", listener, shutdown, move |req, conn, out| {
+            // A GitLab client sends no body worth reading.
+            let body_len = req
+                .header("content-length")
+                .and_then(|v| v.parse::<usize>().ok())
+                .unwrap_or(0);
+            conn.skip(body_len) && inner.respond(req, out)
+        });
         FakeGitLab {
             addr,
             shared,
-            accept: Some(accept),
+            server,
         }
     }
 
@@ -385,13 +364,7 @@ impl FakeGitLab {
 
 impl Drop for FakeGitLab {
     fn drop(&mut self) {
-        self.shared.shutdown.store(true, Ordering::SeqCst);
-        // Wake the accept loop so it sees the flag; connection threads see
-        // it within `POLL`.
-        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
-        if let Some(handle) = self.accept.take() {
-            let _ = handle.join();
-        }
+        self.server.stop();
         lock(&self.shared.git.batch).take();
     }
 }
@@ -403,15 +376,8 @@ pub fn closed_port() -> u16 {
 }
 
 // ---------------------------------------------------------------------------
-// HTTP/1.1, as little as a GitLab client needs
+// Answering
 // ---------------------------------------------------------------------------
-
-struct Request {
-    method: String,
-    target: String,
-    headers: Vec<(String, String)>,
-    close: bool,
-}
 
 struct Response {
     status: u16,
@@ -447,166 +413,6 @@ impl Response {
         self.headers.push((name.to_string(), value.into()));
         self
     }
-}
-
-/// A connection's reader: bytes read past a request head stay for the next.
-struct Conn {
-    stream: TcpStream,
-    buf: Vec<u8>,
-}
-
-impl Conn {
-    /// The next request head; `None` on end of input, a broken connection
-    /// or shutdown.
-    fn next_head(&mut self, shutdown: &AtomicBool) -> Option<Vec<u8>> {
-        let mut chunk = [0u8; 8192];
-        loop {
-            if let Some(end) = find(&self.buf, b"\r\n\r\n") {
-                let head = self.buf[..end].to_vec();
-                self.buf.drain(..end + 4);
-                return Some(head);
-            }
-            if self.buf.len() > MAX_HEAD || shutdown.load(Ordering::SeqCst) {
-                return None;
-            }
-            match self.stream.read(&mut chunk) {
-                Ok(0) => return None,
-                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(_) => return None,
-            }
-        }
-    }
-
-    /// Skip a request body of `len` bytes.
-    fn skip(&mut self, mut len: usize, shutdown: &AtomicBool) -> bool {
-        let mut chunk = [0u8; 8192];
-        let take = len.min(self.buf.len());
-        self.buf.drain(..take);
-        len -= take;
-        while len > 0 {
-            if shutdown.load(Ordering::SeqCst) {
-                return false;
-            }
-            match self.stream.read(&mut chunk[..len.min(8192)]) {
-                Ok(0) => return false,
-                Ok(n) => len -= n,
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
-                Err(_) => return false,
-            }
-        }
-        true
-    }
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
-}
-
-fn parse_head(head: &[u8]) -> Option<Request> {
-    let text = std::str::from_utf8(head).ok()?;
-    let mut lines = text.split("\r\n");
-    let mut first = lines.next()?.split(' ');
-    let method = first.next()?.to_string();
-    let target = first.next()?.to_string();
-    let version = first.next()?;
-    if !version.starts_with("HTTP/1.") || first.next().is_some() {
-        return None;
-    }
-    let mut headers = Vec::new();
-    for line in lines {
-        let (name, value) = line.split_once(':')?;
-        headers.push((name.trim().to_ascii_lowercase(), value.trim().to_string()));
-    }
-    let connection = headers
-        .iter()
-        .find(|(k, _)| k == "connection")
-        .map(|(_, v)| v.to_ascii_lowercase());
-    let close = match connection {
-        Some(v) if v.contains("close") => true,
-        Some(v) if v.contains("keep-alive") => false,
-        _ => version == "HTTP/1.0",
-    };
-    Some(Request {
-        method,
-        target,
-        headers,
-        close,
-    })
-}
-
-fn reason(status: u16) -> &'static str {
-    match status {
-        200 => "OK",
-        301 => "Moved Permanently",
-        302 => "Found",
-        307 => "Temporary Redirect",
-        308 => "Permanent Redirect",
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        403 => "Forbidden",
-        404 => "Not Found",
-        429 => "Too Many Requests",
-        500 => "Internal Server Error",
-        502 => "Bad Gateway",
-        503 => "Service Unavailable",
-        504 => "Gateway Timeout",
-        _ => "Status",
-    }
-}
-
-/// Writes the status line and headers (with `Content-Length: length`).
-fn write_head(
-    w: &mut TcpStream,
-    status: u16,
-    headers: &[(String, String)],
-    length: usize,
-    close: bool,
-) -> std::io::Result<()> {
-    let mut head = format!("HTTP/1.1 {status} {}\r\n", reason(status));
-    for (k, v) in headers {
-        head.push_str(&format!("{k}: {v}\r\n"));
-    }
-    head.push_str(&format!("Content-Length: {length}\r\n"));
-    if close {
-        head.push_str("Connection: close\r\n");
-    }
-    head.push_str("\r\n");
-    w.write_all(head.as_bytes())
-}
-
-fn serve_connection(shared: &Shared, stream: TcpStream) {
-    let _ = stream.set_read_timeout(Some(POLL));
-    let _ = stream.set_nodelay(true);
-    let Ok(reader) = stream.try_clone() else {
-        return;
-    };
-    let mut conn = Conn {
-        stream: reader,
-        buf: Vec::new(),
-    };
-    let mut out = stream;
-    while let Some(head) = conn.next_head(&shared.shutdown) {
-        let Some(req) = parse_head(&head) else {
-            let _ = write_head(&mut out, 400, &[], 0, true);
-            break;
-        };
-        let body_len = req
-            .headers
-            .iter()
-            .find(|(k, _)| k == "content-length")
-            .and_then(|(_, v)| v.parse::<usize>().ok())
-            .unwrap_or(0);
-        if !conn.skip(body_len, &shared.shutdown) {
-            break;
-        }
-        if !shared.respond(&req, &mut out) || req.close {
-            break;
-        }
-    }
-    let _ = out.flush();
-    let _ = out.shutdown(Shutdown::Both);
 }
 
 impl Shared {
@@ -658,23 +464,13 @@ impl Shared {
             "Cache-Control".into(),
             "max-age=0, private, must-revalidate".into(),
         ));
-        let head_only = req.method == "HEAD";
-        let ok = write_head(
+        http::write_response(
             out,
             response.status,
             &response.headers,
-            response.body.len(),
-            false,
+            &response.body,
+            req.method == "HEAD",
         )
-        .and_then(|()| {
-            if head_only {
-                Ok(())
-            } else {
-                out.write_all(&response.body)
-            }
-        })
-        .and_then(|()| out.flush());
-        ok.is_ok()
     }
 
     fn send_reply(&self, call: &Call<'_>, reply: Reply, out: &mut TcpStream) -> bool {
@@ -696,21 +492,11 @@ impl Shared {
                 status,
                 declared,
                 body,
-            } => {
-                let headers = vec![("Content-Type".to_string(), "application/json".to_string())];
-                let _ = write_head(out, status, &headers, declared, false)
-                    .and_then(|()| out.write_all(&body))
-                    .and_then(|()| out.flush());
-                false
-            }
+            } => http::write_truncated(out, status, declared, &body),
             Reply::Hangup => false,
             Reply::Slow { delay, then } => {
-                let until = Instant::now() + delay;
-                while Instant::now() < until {
-                    if self.shutdown.load(Ordering::SeqCst) {
-                        return false;
-                    }
-                    thread::sleep(POLL.min(until.saturating_duration_since(Instant::now())));
+                if !http::delay(delay, &self.shutdown) {
+                    return false;
                 }
                 match then {
                     Some(reply) => self.send_reply(call, *reply, out),
@@ -746,11 +532,7 @@ impl Call<'_> {
     }
 
     fn header(&self, name: &str) -> Option<&str> {
-        self.req
-            .headers
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
+        self.req.header(name)
     }
 
     /// `per_page`, clamped like GitLab's (1..=100), with its default.
@@ -1825,6 +1607,9 @@ impl Sandbox {
 
 #[cfg(test)]
 mod tests {
+    use std::thread;
+    use std::time::Instant;
+
     use super::*;
     use crate::util::plain_js;
 

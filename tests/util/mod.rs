@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod gitlab;
+pub mod http;
 pub mod openai;
 
 use std::cell::Cell;

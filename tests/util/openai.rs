@@ -13,16 +13,15 @@
 //! they are, and `completion.json` as the template of every success.
 
 use std::collections::VecDeque;
-use std::io::{ErrorKind, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::{self, JoinHandle};
-use std::time::{Duration, Instant};
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::http::{self, Conn, Request, Server, lock};
 use super::{Run, Sandbox};
 
 /// The key the advisor tests give sentinel in `OPENAI_API_KEY`.
@@ -30,14 +29,6 @@ pub const KEY: &str = "sk-test-0123456789abcdef";
 
 /// The path sentinel posts to, under the `/v1` base.
 pub const COMPLETIONS: &str = "/v1/chat/completions";
-
-/// How long a connection thread waits for a read before it looks at the
-/// shutdown flag again.
-const POLL: Duration = Duration::from_millis(50);
-/// The largest request head accepted.
-const MAX_HEAD: usize = 64 * 1024;
-/// The largest request body accepted (a prompt is one file of at most 64 KiB).
-const MAX_BODY: usize = 4 << 20;
 
 // ---------------------------------------------------------------------------
 // Fixtures
@@ -259,11 +250,7 @@ pub struct Recorded {
 impl Recorded {
     /// The first value of header `name` (any case).
     pub fn header(&self, name: &str) -> Option<&str> {
-        let name = name.to_ascii_lowercase();
-        self.headers
-            .iter()
-            .find(|(k, _)| *k == name)
-            .map(|(_, v)| v.as_str())
+        http::header(&self.headers, name)
     }
 
     /// The body as JSON (panics when it is not).
@@ -290,53 +277,36 @@ impl Recorded {
 pub struct FakeOpenAi {
     addr: SocketAddr,
     shared: Arc<Shared>,
-    accept: Option<JoinHandle<()>>,
+    _server: Server,
 }
 
 struct Shared {
-    shutdown: AtomicBool,
+    shutdown: Arc<AtomicBool>,
     queue: Mutex<VecDeque<Reply>>,
     default: Mutex<Reply>,
     log: Mutex<Vec<Recorded>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panicking connection thread must not take every later test down.
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl FakeOpenAi {
     /// A provider that answers every call with the fixture's SKIP until told
     /// otherwise.
     pub fn start() -> FakeOpenAi {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the fake OpenAI");
-        let addr = listener.local_addr().expect("local address");
+        let (listener, addr) = http::listen("fake OpenAI");
+        let shutdown = Arc::new(AtomicBool::new(false));
         let shared = Arc::new(Shared {
-            shutdown: AtomicBool::new(false),
+            shutdown: shutdown.clone(),
             queue: Mutex::new(VecDeque::new()),
             default: Mutex::new(Reply::completion()),
             log: Mutex::new(Vec::new()),
         });
         let inner = shared.clone();
-        let accept = thread::Builder::new()
-            .name("fake-openai-accept".into())
-            .spawn(move || {
-                for stream in listener.incoming() {
-                    if inner.shutdown.load(Ordering::SeqCst) {
-                        break;
-                    }
-                    let Ok(stream) = stream else { continue };
-                    let conn = inner.clone();
-                    let _ = thread::Builder::new()
-                        .name("fake-openai-conn".into())
-                        .spawn(move || serve_connection(&conn, stream));
-                }
-            })
-            .expect("start the fake OpenAI");
+        let server = Server::start("fake OpenAI", listener, shutdown, move |req, conn, out| {
+            respond(&inner, req, conn, out)
+        });
         FakeOpenAi {
             addr,
             shared,
-            accept: Some(accept),
+            _server: server,
         }
     }
 
@@ -386,219 +356,34 @@ impl FakeOpenAi {
     }
 }
 
-impl Drop for FakeOpenAi {
-    fn drop(&mut self) {
-        self.shared.shutdown.store(true, Ordering::SeqCst);
-        // Wake the accept loop so it sees the flag; connection threads (a
-        // slow reply's included) see it within `POLL`.
-        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
-        if let Some(handle) = self.accept.take() {
-            let _ = handle.join();
-        }
-    }
-}
-
 // ---------------------------------------------------------------------------
-// HTTP/1.1, as little as a chat-completions client needs
+// Answering
 // ---------------------------------------------------------------------------
 
-struct Request {
-    method: String,
-    target: String,
-    headers: Vec<(String, String)>,
-    close: bool,
-}
-
-impl Request {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-/// A connection's reader: bytes read past a request stay for the next.
-struct Conn {
-    stream: TcpStream,
-    buf: Vec<u8>,
-}
-
-impl Conn {
-    /// Read more bytes into the buffer; false on end of input, a broken
-    /// connection or shutdown.
-    fn fill(&mut self, shutdown: &AtomicBool) -> bool {
-        let mut chunk = [0u8; 8192];
-        loop {
-            if shutdown.load(Ordering::SeqCst) {
-                return false;
-            }
-            match self.stream.read(&mut chunk) {
-                Ok(0) => return false,
-                Ok(n) => {
-                    self.buf.extend_from_slice(&chunk[..n]);
-                    return true;
-                }
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(_) => return false,
-            }
-        }
-    }
-
-    /// Bytes up to (without) `delimiter`, which is consumed.
-    fn until(&mut self, delimiter: &[u8], max: usize, shutdown: &AtomicBool) -> Option<Vec<u8>> {
-        loop {
-            if let Some(end) = find(&self.buf, delimiter) {
-                let out = self.buf[..end].to_vec();
-                self.buf.drain(..end + delimiter.len());
-                return Some(out);
-            }
-            if self.buf.len() > max || !self.fill(shutdown) {
-                return None;
-            }
-        }
-    }
-
-    /// Exactly `len` bytes.
-    fn take(&mut self, len: usize, shutdown: &AtomicBool) -> Option<Vec<u8>> {
-        while self.buf.len() < len {
-            if !self.fill(shutdown) {
-                return None;
-            }
-        }
-        Some(self.buf.drain(..len).collect())
-    }
-
-    /// The body of `req`: `Content-Length` bytes, or a chunked body.
-    fn body(&mut self, req: &Request, shutdown: &AtomicBool) -> Option<Vec<u8>> {
-        let chunked = req
-            .header("transfer-encoding")
-            .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
-        if !chunked {
-            let len = match req.header("content-length") {
-                Some(v) => v.parse::<usize>().ok()?,
-                None => 0,
-            };
-            if len > MAX_BODY {
-                return None;
-            }
-            return self.take(len, shutdown);
-        }
-        let mut body = Vec::new();
-        loop {
-            let line = self.until(b"\r\n", 1024, shutdown)?;
-            let line = String::from_utf8(line).ok()?;
-            let size = usize::from_str_radix(line.split(';').next()?.trim(), 16).ok()?;
-            if size == 0 {
-                // Trailers, if any, end with an empty line.
-                while !self.until(b"\r\n", MAX_HEAD, shutdown)?.is_empty() {}
-                return Some(body);
-            }
-            if body.len() + size > MAX_BODY {
-                return None;
-            }
-            body.extend(self.take(size, shutdown)?);
-            self.take(2, shutdown)?;
-        }
-    }
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
-}
-
-fn parse_head(head: &[u8]) -> Option<Request> {
-    let text = std::str::from_utf8(head).ok()?;
-    let mut lines = text.split("\r\n");
-    let mut first = lines.next()?.split(' ');
-    let method = first.next()?.to_string();
-    let target = first.next()?.to_string();
-    let version = first.next()?;
-    if !version.starts_with("HTTP/1.") || first.next().is_some() {
-        return None;
-    }
-    let mut headers = Vec::new();
-    for line in lines {
-        let (name, value) = line.split_once(':')?;
-        headers.push((name.trim().to_ascii_lowercase(), value.trim().to_string()));
-    }
-    let connection = headers
-        .iter()
-        .find(|(k, _)| k == "connection")
-        .map(|(_, v)| v.to_ascii_lowercase());
-    let close = match connection {
-        Some(v) if v.contains("close") => true,
-        Some(v) if v.contains("keep-alive") => false,
-        _ => version == "HTTP/1.0",
+/// Records one request and answers it; false when the connection must close.
+fn respond(shared: &Shared, req: &Request, conn: &mut Conn<'_>, out: &mut TcpStream) -> bool {
+    let Some(body) = conn.body(req) else {
+        return false;
     };
-    Some(Request {
-        method,
-        target,
-        headers,
-        close,
-    })
-}
-
-fn reason(status: u16) -> &'static str {
-    match status {
-        200 => "OK",
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        403 => "Forbidden",
-        404 => "Not Found",
-        429 => "Too Many Requests",
-        500 => "Internal Server Error",
-        503 => "Service Unavailable",
-        _ => "Status",
-    }
-}
-
-fn serve_connection(shared: &Shared, stream: TcpStream) {
-    let _ = stream.set_read_timeout(Some(POLL));
-    let _ = stream.set_nodelay(true);
-    let Ok(reader) = stream.try_clone() else {
-        return;
+    let recorded = Recorded {
+        method: req.method.clone(),
+        target: req.target.clone(),
+        headers: req.headers.clone(),
+        body,
     };
-    let mut conn = Conn {
-        stream: reader,
-        buf: Vec::new(),
+    let reply = if recorded.is_completion() {
+        lock(&shared.queue)
+            .pop_front()
+            .unwrap_or_else(|| lock(&shared.default).clone())
+    } else {
+        let message = format!("Invalid URL ({} {})", req.method, req.target);
+        Reply::json(
+            404,
+            &json!({"error": {"message": message, "type": "invalid_request_error", "param": null, "code": null}}),
+        )
     };
-    let mut out = stream;
-    while let Some(head) = conn.until(b"\r\n\r\n", MAX_HEAD, &shared.shutdown) {
-        let Some(req) = parse_head(&head) else {
-            let _ = out.write_all(
-                b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-            );
-            break;
-        };
-        let Some(body) = conn.body(&req, &shared.shutdown) else {
-            break;
-        };
-        let recorded = Recorded {
-            method: req.method.clone(),
-            target: req.target.clone(),
-            headers: req.headers.clone(),
-            body,
-        };
-        let reply = if recorded.is_completion() {
-            lock(&shared.queue)
-                .pop_front()
-                .unwrap_or_else(|| lock(&shared.default).clone())
-        } else {
-            let message = format!("Invalid URL ({} {})", req.method, req.target);
-            Reply::json(
-                404,
-                &json!({"error": {"message": message, "type": "invalid_request_error", "param": null, "code": null}}),
-            )
-        };
-        lock(&shared.log).push(recorded);
-        if !send(shared, reply, &mut out) || req.close {
-            break;
-        }
-    }
-    let _ = out.flush();
-    let _ = out.shutdown(Shutdown::Both);
+    lock(&shared.log).push(recorded);
+    send(shared, reply, out)
 }
 
 /// Write `reply`; false when the connection must close.
@@ -608,42 +393,15 @@ fn send(shared: &Shared, reply: Reply, out: &mut TcpStream) -> bool {
             status,
             headers,
             body,
-        } => {
-            let mut head = format!("HTTP/1.1 {status} {}\r\n", reason(status));
-            for (k, v) in &headers {
-                head.push_str(&format!("{k}: {v}\r\n"));
-            }
-            head.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
-            out.write_all(head.as_bytes())
-                .and_then(|()| out.write_all(&body))
-                .and_then(|()| out.flush())
-                .is_ok()
-        }
+        } => http::write_response(out, status, &headers, &body, false),
         Reply::Slow { delay, then } => {
-            let until = Instant::now() + delay;
-            while Instant::now() < until {
-                if shared.shutdown.load(Ordering::SeqCst) {
-                    return false;
-                }
-                thread::sleep(POLL.min(until.saturating_duration_since(Instant::now())));
-            }
-            send(shared, *then, out)
+            http::delay(delay, &shared.shutdown) && send(shared, *then, out)
         }
         Reply::Truncated {
             status,
             declared,
             body,
-        } => {
-            let head = format!(
-                "HTTP/1.1 {status} {}\r\nContent-Type: application/json\r\nContent-Length: {declared}\r\n\r\n",
-                reason(status)
-            );
-            let _ = out
-                .write_all(head.as_bytes())
-                .and_then(|()| out.write_all(&body))
-                .and_then(|()| out.flush());
-            false
-        }
+        } => http::write_truncated(out, status, declared, &body),
     }
 }
 
