@@ -26,7 +26,7 @@ use crate::llm::client::{Action, AdviceRequest, Advisor, Finding, Outcome as Cal
 use crate::llm::prices::{self, Price};
 use crate::llm::protocol::{self, Circuit};
 use crate::source::{Change, Entry, RequestCounts, Source, SourceError};
-use crate::state::store::{self, LockAttempt};
+use crate::state::storage::{FileStorage, Storage};
 use crate::state::{
     ContentFacts, Decision, FileRecord, NextReview, Outcome, Proposal, State, journal,
 };
@@ -294,19 +294,27 @@ pub fn run(cfg: &TickConfig, source: &mut dyn Source) -> Result<TickReport> {
 pub fn run_with(
     cfg: &TickConfig,
     source: &mut dyn Source,
+    advisor: Option<&mut dyn Advisor>,
+) -> Result<TickReport> {
+    run_in(cfg, source, advisor, &mut FileStorage::new(&cfg.state))
+}
+
+/// Run one tick with its state in `storage` (files, or memory for `simulate`).
+pub fn run_in(
+    cfg: &TickConfig,
+    source: &mut dyn Source,
     mut advisor: Option<&mut dyn Advisor>,
+    storage: &mut dyn Storage,
 ) -> Result<TickReport> {
     if cfg.advisor.is_none() {
         advisor = None;
     }
     // A dry run writes nothing, so it needs no lock: saves are atomic renames
     // and a read always sees a whole document.
-    let _lock = if cfg.dry_run {
-        None
-    } else {
-        match store::try_lock(&cfg.state)? {
-            LockAttempt::Acquired(lock) => Some(lock),
-            LockAttempt::Busy(path) => {
+    if !cfg.dry_run {
+        match storage.try_lock()? {
+            Ok(()) => {}
+            Err(path) => {
                 let mut report = TickReport::new(
                     exit::BUSY,
                     ReportedVerdict {
@@ -322,12 +330,12 @@ pub fn run_with(
                 return Ok(report);
             }
         }
-    };
+    }
 
     // A poke is admitted at most once per window, before any request. A tick
     // refused as busy never got here, so it cannot consume the window.
     if cfg.trigger.is_triggered() {
-        let last = store::read_start(&cfg.state);
+        let last = storage.read_start();
         match admission::admit(cfg.trigger, last, cfg.min_interval, cfg.now) {
             admission::Admission::RateLimited { retry_after } => {
                 let secs = retry_after.num_milliseconds().div_euclid(1000)
@@ -350,12 +358,12 @@ pub fn run_with(
                 ));
                 return Ok(report);
             }
-            admission::Admission::Start if !cfg.dry_run => store::write_start(&cfg.state, cfg.now)?,
+            admission::Admission::Start if !cfg.dry_run => storage.write_start(cfg.now)?,
             admission::Admission::Start => {}
         }
     }
 
-    let header = store::load_header(&cfg.state)?;
+    let header = storage.load_header()?;
     let known_state = header.is_some();
     let header = header.unwrap_or_else(|| State::new().header());
     let evidence = cfg.evidence.clone();
@@ -409,7 +417,7 @@ pub fn run_with(
         report.head = head.clone();
         if !cfg.dry_run {
             let short = head.as_deref().map(short_id).unwrap_or("-");
-            journal::append(&cfg.state, header.journal, cfg.now, short)?;
+            storage.journal_append(header.journal, cfg.now, short)?;
         }
         report.requests = source.requests();
         report.requests_by_kind = source.request_counts();
@@ -417,11 +425,11 @@ pub fn run_with(
     }
 
     let mut state = if known_state {
-        store::load(&cfg.state)?.unwrap_or_else(State::new)
+        storage.load()?.unwrap_or_else(State::new)
     } else {
         State::new()
     };
-    let contents = journal::read(&cfg.state)?;
+    let contents = storage.journal_read()?;
     let unsaved = contents.unfolded(state.journal);
 
     if let Some(a) = &admission {
@@ -605,12 +613,12 @@ pub fn run_with(
         cfg.dry_run,
     );
     if !cfg.dry_run {
-        store::save(&cfg.state, &state)?;
+        storage.save(&state)?;
         report.state_written = true;
-        journal::clear(&cfg.state)?;
+        storage.journal_clear()?;
         if let Some(path) = &cfg.codequality {
             let bytes = crate::report::codequality::render(&state.llm.proposals)?;
-            store::write_atomically(path, &bytes)?;
+            storage.write_report(path, &bytes)?;
         }
     }
     report.head = head;

@@ -2,6 +2,7 @@
 
 pub mod journal;
 pub mod schema;
+pub mod storage;
 pub mod store;
 
 pub use schema::*;

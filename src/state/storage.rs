@@ -1,0 +1,161 @@
+//! Where a tick keeps its state: files next to `--state`, or memory (for
+//! `simulate`). The tick orders the same effects on either.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use chrono::{DateTime, Utc};
+
+use super::journal::{self, Contents};
+use super::schema::{Header, JournalMark, State};
+use super::store::{self, LockAttempt, StateLock};
+
+pub trait Storage {
+    /// Take the exclusive lock; `Err(name)` of the holder's lock when busy.
+    fn try_lock(&mut self) -> Result<std::result::Result<(), PathBuf>>;
+    /// The header line only; `None` before the first save.
+    fn load_header(&mut self) -> Result<Option<Header>>;
+    fn load(&mut self) -> Result<Option<State>>;
+    /// Atomically replace the state; returns the bytes written.
+    fn save(&mut self, state: &State) -> Result<u64>;
+    fn journal_read(&mut self) -> Result<Contents>;
+    fn journal_append(&mut self, mark: JournalMark, now: DateTime<Utc>, head: &str) -> Result<()>;
+    fn journal_clear(&mut self) -> Result<()>;
+    /// The last admitted triggered start.
+    fn read_start(&mut self) -> Option<DateTime<Utc>>;
+    fn write_start(&mut self, now: DateTime<Utc>) -> Result<()>;
+    /// A report file (the Code Quality report), replaced atomically.
+    fn write_report(&mut self, path: &Path, bytes: &[u8]) -> Result<()>;
+}
+
+/// The state file and its sidecars on disk.
+#[derive(Debug)]
+pub struct FileStorage {
+    path: PathBuf,
+    lock: Option<StateLock>,
+}
+
+impl FileStorage {
+    pub fn new(path: &Path) -> FileStorage {
+        FileStorage {
+            path: path.to_path_buf(),
+            lock: None,
+        }
+    }
+}
+
+impl Storage for FileStorage {
+    fn try_lock(&mut self) -> Result<std::result::Result<(), PathBuf>> {
+        Ok(match store::try_lock(&self.path)? {
+            LockAttempt::Acquired(lock) => {
+                self.lock = Some(lock);
+                Ok(())
+            }
+            LockAttempt::Busy(path) => Err(path),
+        })
+    }
+    fn load_header(&mut self) -> Result<Option<Header>> {
+        store::load_header(&self.path)
+    }
+    fn load(&mut self) -> Result<Option<State>> {
+        store::load(&self.path)
+    }
+    fn save(&mut self, state: &State) -> Result<u64> {
+        store::save(&self.path, state)
+    }
+    fn journal_read(&mut self) -> Result<Contents> {
+        journal::read(&self.path)
+    }
+    fn journal_append(&mut self, mark: JournalMark, now: DateTime<Utc>, head: &str) -> Result<()> {
+        journal::append(&self.path, mark, now, head)
+    }
+    fn journal_clear(&mut self) -> Result<()> {
+        journal::clear(&self.path)
+    }
+    fn read_start(&mut self) -> Option<DateTime<Utc>> {
+        store::read_start(&self.path)
+    }
+    fn write_start(&mut self, now: DateTime<Utc>) -> Result<()> {
+        store::write_start(&self.path, now)
+    }
+    fn write_report(&mut self, path: &Path, bytes: &[u8]) -> Result<()> {
+        store::write_atomically(path, bytes)
+    }
+}
+
+/// The same document and sidecars, in memory; it counts what it writes.
+#[derive(Debug, Default)]
+pub struct MemoryStorage {
+    state: Option<Vec<u8>>,
+    journal: Option<(u64, u64)>,
+    start: Option<DateTime<Utc>>,
+    /// When set, `try_lock` reports the lock as held by another tick.
+    pub busy: bool,
+    /// State saves (not journal lines).
+    pub saves: u64,
+    pub bytes_written: u64,
+    pub journal_lines: u64,
+}
+
+impl MemoryStorage {
+    pub fn new() -> MemoryStorage {
+        MemoryStorage::default()
+    }
+}
+
+impl Storage for MemoryStorage {
+    fn try_lock(&mut self) -> Result<std::result::Result<(), PathBuf>> {
+        Ok(if self.busy {
+            Err(PathBuf::from("memory.lock"))
+        } else {
+            Ok(())
+        })
+    }
+    fn load_header(&mut self) -> Result<Option<Header>> {
+        Ok(self.load()?.map(|s| s.header()))
+    }
+    fn load(&mut self) -> Result<Option<State>> {
+        Ok(match &self.state {
+            Some(bytes) => Some(serde_json::from_slice(bytes)?),
+            None => None,
+        })
+    }
+    fn save(&mut self, state: &State) -> Result<u64> {
+        let bytes = store::encode(state)?;
+        let n = bytes.len() as u64;
+        self.state = Some(bytes);
+        self.saves += 1;
+        self.bytes_written += n;
+        Ok(n)
+    }
+    fn journal_read(&mut self) -> Result<Contents> {
+        Ok(match self.journal {
+            Some((epoch, lines)) => Contents {
+                epoch: Some(epoch),
+                lines,
+            },
+            None => Contents::default(),
+        })
+    }
+    fn journal_append(&mut self, mark: JournalMark, _now: DateTime<Utc>, _head: &str) -> Result<()> {
+        let entry = self.journal.get_or_insert((mark.epoch.wrapping_add(1), 0));
+        entry.1 += 1;
+        self.journal_lines += 1;
+        Ok(())
+    }
+    fn journal_clear(&mut self) -> Result<()> {
+        self.journal = None;
+        Ok(())
+    }
+    fn read_start(&mut self) -> Option<DateTime<Utc>> {
+        self.start
+    }
+    fn write_start(&mut self, now: DateTime<Utc>) -> Result<()> {
+        self.start = Some(now);
+        Ok(())
+    }
+    fn write_report(&mut self, _path: &Path, bytes: &[u8]) -> Result<()> {
+        self.bytes_written += bytes.len() as u64;
+        Ok(())
+    }
+}
