@@ -6,8 +6,8 @@ use anyhow::{Result, anyhow, bail};
 use chrono::Utc;
 
 use crate::cli::{
-    AutonomyMode, Cli, Command, Environment, ExplainArgs, SourceArgs, SourceChoice, StatsArgs,
-    StatsFormat, TickArgs, TriggerArg,
+    AutonomyMode, Cli, Command, Environment, ExplainArgs, Scenario, SimulateArgs, SourceArgs,
+    SourceChoice, StatsArgs, StatsFormat, TickArgs, TriggerArg,
 };
 use crate::gate::autonomy;
 use crate::llm::client::{Advisor, ApiKey, OpenAiAdvisor, OpenAiConfig};
@@ -25,6 +25,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Tick(args) => run_tick(args),
         Command::Stats(args) => run_stats(args),
         Command::Explain(args) => run_explain(args),
+        Command::Simulate(args) => run_simulate(args),
     }
 }
 
@@ -171,6 +172,37 @@ fn run_explain(args: ExplainArgs) -> Result<u8> {
         println!("{}", serde_json::to_string(&e)?);
     } else {
         print!("{}", explain::render(&e));
+    }
+    Ok(0)
+}
+
+fn run_simulate(args: SimulateArgs) -> Result<u8> {
+    use crate::simulate::{self, Plan};
+    let plan = Plan {
+        files: args.files,
+        interval: args.interval,
+        duration: args.duration,
+        changes: args.changes.0.clone(),
+        batch: args.batch,
+    };
+    let want = |s: Scenario| args.scenario == Scenario::All || args.scenario == s;
+    let day = want(Scenario::Day)
+        .then(|| simulate::day(&plan))
+        .transpose()?;
+    let storm = want(Scenario::Storm).then(simulate::storm).transpose()?;
+    let quota = want(Scenario::Quota)
+        .then(simulate::quota_wall)
+        .transpose()?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({ "day": day, "storm": storm, "quota": quota })
+        );
+    } else {
+        print!(
+            "{}",
+            report::simulation(day.as_ref(), storm.as_ref(), quota.as_ref())
+        );
     }
     Ok(0)
 }

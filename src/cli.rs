@@ -49,6 +49,49 @@ pub enum Command {
     Stats(StatsArgs),
     /// Say why a file did or did not miss the cache: its fingerprint, part by part.
     Explain(ExplainArgs),
+    /// Run the real gates over an in-memory repository and a virtual clock,
+    /// and print the before/after tables (no network, no disk).
+    Simulate(SimulateArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Scenario {
+    /// An ordinary day: naive, novelty gate only, full sentinel.
+    Day,
+    /// 20 webhook pokes in 10 s while a cycle takes 3 s.
+    Storm,
+    /// The billing quota runs out at 09:00.
+    Quota,
+    All,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct SimulateArgs {
+    #[arg(long, env = "SENTINEL_SCENARIO", value_enum, default_value = "all")]
+    pub scenario: Scenario,
+    /// Files in the simulated repository (day).
+    #[arg(
+        long,
+        env = "SENTINEL_SIM_FILES",
+        value_name = "N",
+        default_value_t = 5
+    )]
+    pub files: usize,
+    /// Time between ticks (day): 30s, 2m, 1h …
+    #[arg(long, env = "SENTINEL_SIM_INTERVAL", value_name = "DURATION", default_value = "2m", value_parser = crate::simulate::parse_duration)]
+    pub interval: chrono::Duration,
+    /// Length of the simulated run (day).
+    #[arg(long, env = "SENTINEL_SIM_DURATION", value_name = "DURATION", default_value = "24h", value_parser = crate::simulate::parse_duration)]
+    pub duration: chrono::Duration,
+    /// Commits, as TIME=FILE pairs: "12:00=c.js,18:30=a.js" (day).
+    #[arg(long, env = "SENTINEL_SIM_CHANGES", value_name = "LIST", default_value = "12:00=c.js", value_parser = crate::simulate::parse_changes_arg)]
+    pub changes: crate::simulate::Changes,
+    /// Fresh evaluations per tick (day).
+    #[arg(long, env = "SENTINEL_BATCH", value_name = "N", default_value_t = 5)]
+    pub batch: usize,
+    /// Print one JSON object on stdout.
+    #[arg(long, env = "SENTINEL_JSON", value_parser = clap::builder::BoolishValueParser::new())]
+    pub json: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -7,6 +7,7 @@ pub mod gate;
 pub mod http;
 pub mod llm;
 pub mod report;
+pub mod simulate;
 pub mod source;
 pub mod state;
 pub mod tick;

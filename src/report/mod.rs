@@ -97,3 +97,89 @@ pub fn tick_line(r: &TickReport) -> String {
     }
     line
 }
+
+/// The before/after tables of `sentinel simulate`.
+pub fn simulation(
+    day: Option<&crate::simulate::Day>,
+    storm: Option<&crate::simulate::Storm>,
+    quota: Option<&crate::simulate::Quota>,
+) -> String {
+    use tabled::builder::Builder;
+    use tabled::settings::Style;
+    let mut out = String::new();
+    let num = |n: u64| {
+        let s = n.to_string();
+        let mut o = String::new();
+        for (i, c) in s.chars().enumerate() {
+            if i > 0 && (s.len() - i).is_multiple_of(3) {
+                o.push(',');
+            }
+            o.push(c);
+        }
+        o
+    };
+    if let Some(d) = day {
+        let mut b = Builder::default();
+        b.push_record(["ordinary day", "naive", "novelty gate only", "sentinel"]);
+        type Get = fn(&crate::simulate::Column) -> u64;
+        let rows: [(&str, Get); 6] = [
+            ("ticks", |c| c.ticks),
+            ("ticks that did work (wakes)", |c| c.wakes),
+            ("file reads", |c| c.file_reads),
+            ("fresh evaluations", |c| c.fresh_evaluations),
+            ("model calls", |c| c.model_calls),
+            ("state writes", |c| c.state_writes),
+        ];
+        for (name, get) in rows {
+            b.push_record([
+                name.to_string(),
+                num(get(&d.naive)),
+                num(get(&d.novelty_only)),
+                num(get(&d.sentinel)),
+            ]);
+        }
+        let mut t = b.build();
+        t.with(Style::rounded());
+        out.push_str(&format!("{t}\n"));
+    }
+    if let Some(s) = storm {
+        let mut b = Builder::default();
+        b.push_record(["webhook storm".to_string(), "value".to_string()]);
+        b.push_record(["pokes".to_string(), num(s.requests)]);
+        b.push_record(["cycles started, naive".to_string(), num(s.naive_cycles)]);
+        b.push_record([
+            "cycles started, sentinel".to_string(),
+            num(s.cycles_started),
+        ]);
+        for (reason, n) in &s.refusals {
+            b.push_record([format!("refused: {reason}"), num(*n)]);
+        }
+        let mut t = b.build();
+        t.with(Style::rounded());
+        out.push_str(&format!("{t}\n"));
+    }
+    if let Some(q) = quota {
+        let mut b = Builder::default();
+        b.push_record(["quota wall (from 09:00)".to_string(), "value".to_string()]);
+        b.push_record([
+            "provider calls, naive (3 attempts per file per tick)".to_string(),
+            num(q.naive_calls),
+        ]);
+        b.push_record([
+            "provider calls, sentinel".to_string(),
+            num(q.calls_after_nine),
+        ]);
+        b.push_record(["files held without a call".to_string(), num(q.held_files)]);
+        b.push_record([
+            "circuit".to_string(),
+            match (&q.circuit_class, &q.circuit_until) {
+                (Some(c), Some(u)) => format!("{c} until {}", u.to_rfc3339()),
+                _ => "closed".to_string(),
+            },
+        ]);
+        let mut t = b.build();
+        t.with(Style::rounded());
+        out.push_str(&format!("{t}\n"));
+    }
+    out
+}

@@ -137,7 +137,12 @@ impl Storage for MemoryStorage {
             None => Contents::default(),
         })
     }
-    fn journal_append(&mut self, mark: JournalMark, _now: DateTime<Utc>, _head: &str) -> Result<()> {
+    fn journal_append(
+        &mut self,
+        mark: JournalMark,
+        _now: DateTime<Utc>,
+        _head: &str,
+    ) -> Result<()> {
         let entry = self.journal.get_or_insert((mark.epoch.wrapping_add(1), 0));
         entry.1 += 1;
         self.journal_lines += 1;

@@ -145,3 +145,42 @@ fn stats_speak_prometheus() {
     assert!(out.stdout.contains("sentinel_noops_total 1\n"));
     assert!(out.stdout.contains("sentinel_unsaved_noops 1\n"));
 }
+
+#[test]
+fn simulate_all_reproduces_the_seed_table() {
+    let sb = Sandbox::new();
+    let out = sb
+        .sentinel(["simulate", "--scenario", "all", "--json"])
+        .output();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let v: Value = out.json();
+    let day = &v["day"];
+    let calls = |col: &str| day[col]["model_calls"].as_u64().unwrap();
+    let reads = |col: &str| day[col]["file_reads"].as_u64().unwrap();
+    assert_eq!(
+        (calls("naive"), calls("novelty_only"), calls("sentinel")),
+        (3600, 6, 6)
+    );
+    assert_eq!(
+        (reads("naive"), reads("novelty_only"), reads("sentinel")),
+        (3600, 3600, 6)
+    );
+    assert_eq!(day["sentinel"]["wakes"], 2);
+    assert_eq!(day["sentinel"]["state_writes"], 2);
+    assert_eq!(
+        (
+            v["storm"]["naive_cycles"].as_u64(),
+            v["storm"]["cycles_started"].as_u64()
+        ),
+        (Some(20), Some(1))
+    );
+    assert_eq!(
+        (
+            v["quota"]["naive_calls"].as_u64(),
+            v["quota"]["calls_after_nine"].as_u64()
+        ),
+        (Some(6750), Some(1))
+    );
+    // Nothing was written anywhere: the sandbox holds only what it made.
+    assert!(!sb.state.exists());
+}
