@@ -30,7 +30,7 @@ Exit codes:
   1       error (configuration, I/O, corrupt or newer state); state untouched
   2       usage error
 
-Example crontab line (every two minutes; 0, 10..17 and 20 are all fine):
+Example crontab line (every two minutes; 0, 10..17, 20 and 21 are all fine):
   */2 * * * * cd /srv/clone && git pull -q && sentinel tick --path src";
 
 #[derive(Debug, Parser)]

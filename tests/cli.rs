@@ -10,6 +10,8 @@ mod util;
 mod advisor;
 #[path = "e2e/scheduler.rs"]
 mod scheduler;
+#[path = "e2e/templates.rs"]
+mod templates;
 #[path = "e2e/wakes.rs"]
 mod wakes;
 

@@ -1,0 +1,776 @@
+//! The scheduler templates in `ci-templates/` against the binary they run:
+//! every YAML template parses, every list of exit codes in them equals the
+//! table that `sentinel tick --help` prints, the systemd units parse as INI
+//! with their hardening in place, and no template carries a secret.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+
+use yaml_rust2::{Yaml, YamlLoader};
+
+const GITLAB: &str = "ci-templates/gitlab-ci.yml";
+const COMPONENT: &str = "ci-templates/component/template.yml";
+const FLEET: &str = "ci-templates/fleet.gitlab-ci.yml";
+const CRONTAB: &str = "ci-templates/crontab";
+const SERVICE: &str = "ci-templates/systemd/sentinel.service";
+const TIMER: &str = "ci-templates/systemd/sentinel.timer";
+const ENV_EXAMPLE: &str = "ci-templates/systemd/sentinel.env.example";
+const CODEQUALITY: &str = "gl-code-quality-report.json";
+
+/// Top-level keys of a GitLab CI file that are not jobs.
+const GLOBAL_KEYS: [&str; 8] = [
+    "variables",
+    "stages",
+    "include",
+    "default",
+    "workflow",
+    "image",
+    "cache",
+    "spec",
+];
+
+fn read(rel: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(rel);
+    fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read `{}`: {e}", path.display()))
+}
+
+fn load(rel: &str) -> Vec<Yaml> {
+    YamlLoader::load_from_str(&read(rel)).unwrap_or_else(|e| panic!("`{rel}` is not YAML: {e}"))
+}
+
+/// Codes named in `text`: numbers and ranges such as `10..17`, expanded.
+/// Words are ignored, so `0 none, 10..17 woke, 20 busy` gives 0, 10..=17, 20.
+fn expand_codes(text: &str) -> BTreeSet<i32> {
+    let mut codes = BTreeSet::new();
+    for token in text.split(|c: char| !(c.is_ascii_digit() || c == '.')) {
+        let token = token.trim_matches('.');
+        if token.is_empty() {
+            continue;
+        }
+        match token.split_once("..") {
+            Some((a, b)) => {
+                let (a, b): (i32, i32) = (a.parse().unwrap(), b.parse().unwrap());
+                assert!(a <= b, "range `{token}` runs backwards");
+                codes.extend(a..=b);
+            }
+            None => {
+                codes.insert(token.parse().unwrap());
+            }
+        }
+    }
+    codes
+}
+
+/// The binary's own table: the "Exit codes:" section of `sentinel tick
+/// --help`. Whatever codes it lists are the truth the templates must match.
+fn binary_exit_codes() -> BTreeMap<i32, String> {
+    let out = Command::new(env!("CARGO_BIN_EXE_sentinel"))
+        .args(["tick", "--help"])
+        .env_clear()
+        .output()
+        .expect("run sentinel tick --help");
+    assert!(out.status.success(), "sentinel tick --help failed: {out:?}");
+    let help = String::from_utf8(out.stdout).expect("help is UTF-8");
+    let table = parse_exit_table(&help);
+    assert!(
+        [0, 1, 2].iter().all(|c| table.contains_key(c)),
+        "the parsed table {table:?} lacks 0, 1 or 2; has the help text changed shape?\n{help}"
+    );
+    table
+}
+
+/// The "Exit codes:" section of a help text, as code -> the first word of
+/// its meaning (`none`, `woke`, `busy`, `error`, ...). A row is a line
+/// indented by exactly two spaces that starts with a code or a range such as
+/// `10..17`; deeper lines continue the row above.
+fn parse_exit_table(help: &str) -> BTreeMap<i32, String> {
+    let section = help
+        .split_once("Exit codes:\n")
+        .unwrap_or_else(|| panic!("no \"Exit codes:\" section in\n{help}"))
+        .1;
+    let mut table = BTreeMap::new();
+    for line in section.lines().take_while(|l| !l.trim().is_empty()) {
+        let Some(row) = line.strip_prefix("  ") else {
+            continue;
+        };
+        if !row.starts_with(|c: char| c.is_ascii_digit()) {
+            continue;
+        }
+        let (code, meaning) = row
+            .split_once(char::is_whitespace)
+            .expect("a code and a meaning");
+        let label = meaning
+            .split_whitespace()
+            .next()
+            .expect("a meaning")
+            .trim_end_matches([':', ',']);
+        for c in expand_codes(code) {
+            assert!(
+                table.insert(c, label.to_string()).is_none(),
+                "code {c} listed twice"
+            );
+        }
+    }
+    table
+}
+
+/// What a scheduler must do with each code, from the binary's table.
+struct Expected {
+    /// Every code that ends a run as a success (0, the wakes, busy, ...).
+    success: BTreeSet<i32>,
+    /// The codes of a waking tick: the only ones that changed the state.
+    woke: BTreeSet<i32>,
+    /// Error and usage error.
+    failure: BTreeSet<i32>,
+}
+
+fn expected() -> Expected {
+    let table = binary_exit_codes();
+    let pick = |f: &dyn Fn(&str) -> bool| -> BTreeSet<i32> {
+        table
+            .iter()
+            .filter(|(_, label)| f(label))
+            .map(|(c, _)| *c)
+            .collect()
+    };
+    let is_failure = |l: &str| l == "error" || l == "usage";
+    Expected {
+        success: pick(&|l| !is_failure(l)),
+        woke: pick(&|l| l == "woke"),
+        failure: pick(&is_failure),
+    }
+}
+
+fn str_of<'a>(y: &'a Yaml, what: &str) -> &'a str {
+    y.as_str()
+        .unwrap_or_else(|| panic!("{what} should be a string, is {y:?}"))
+}
+
+/// The jobs of a GitLab CI document, hidden ones included.
+fn jobs(doc: &Yaml) -> Vec<(String, &Yaml)> {
+    doc.as_hash()
+        .expect("a GitLab CI document is a mapping")
+        .iter()
+        .map(|(k, v)| (str_of(k, "a top-level key").to_string(), v))
+        .filter(|(k, _)| !GLOBAL_KEYS.contains(&k.as_str()))
+        .collect()
+}
+
+/// A job's `script`, joined into one shell text.
+fn script(job: &Yaml) -> String {
+    job["script"]
+        .as_vec()
+        .map(|lines| {
+            lines
+                .iter()
+                .map(|l| str_of(l, "a script line"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
+/// The jobs whose script runs a tick.
+fn tick_jobs(doc: &Yaml) -> Vec<(String, &Yaml)> {
+    let found: Vec<_> = jobs(doc)
+        .into_iter()
+        .filter(|(_, job)| script(job).contains("sentinel tick"))
+        .collect();
+    assert!(!found.is_empty(), "no job runs `sentinel tick`");
+    found
+}
+
+/// The arms of the `case "$code"` that judges a tick: verdict -> codes.
+/// An arm is a line `10|11) verdict=woke ;;`; the catch-all `*)` arm is
+/// returned under its own key `*`.
+fn verdict_arms(script: &str) -> BTreeMap<String, BTreeSet<i32>> {
+    let mut arms: BTreeMap<String, BTreeSet<i32>> = BTreeMap::new();
+    for line in script.lines().map(str::trim) {
+        let Some((pattern, body)) = line.split_once(')') else {
+            continue;
+        };
+        let Some(verdict) = body
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("verdict="))
+        else {
+            continue;
+        };
+        let verdict = verdict.trim_end_matches(';').to_string();
+        if pattern == "*" {
+            arms.entry("*".into()).or_default().insert(-1);
+            assert_eq!(
+                verdict, "red",
+                "the catch-all arm must fail the job: `{line}`"
+            );
+            continue;
+        }
+        assert!(
+            pattern.chars().all(|c| c.is_ascii_digit() || c == '|'),
+            "an arm of the verdict should list codes only: `{line}`"
+        );
+        let codes = arms.entry(verdict).or_default();
+        for code in pattern.split('|') {
+            assert!(
+                codes.insert(code.parse().unwrap()),
+                "code {code} twice in `{line}`"
+            );
+        }
+    }
+    arms
+}
+
+/// Every `variables:` mapping in a document (global, per job, per matrix
+/// entry), as (where, name, value).
+fn all_variables(doc: &Yaml) -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    let mut collect = |place: &str, vars: &Yaml| {
+        if let Some(h) = vars.as_hash() {
+            for (k, v) in h {
+                let value = match v {
+                    Yaml::Hash(_) => v["value"].as_str().unwrap_or_default().to_string(),
+                    Yaml::String(s) => s.clone(),
+                    Yaml::Integer(i) => i.to_string(),
+                    other => format!("{other:?}"),
+                };
+                out.push((
+                    place.to_string(),
+                    str_of(k, "a variable name").to_string(),
+                    value,
+                ));
+            }
+        }
+    };
+    collect("variables", &doc["variables"]);
+    for (name, job) in jobs(doc) {
+        collect(&name, &job["variables"]);
+        if let Some(matrix) = job["parallel"]["matrix"].as_vec() {
+            for entry in matrix {
+                collect(&format!("{name} matrix"), entry);
+            }
+        }
+    }
+    out
+}
+
+/// No template writes a secret: no token or key variable is defined in it,
+/// every token header takes its value from a variable, and nothing looks like
+/// a GitLab or OpenAI token.
+fn assert_no_secret(rel: &str, text: &str, docs: &[Yaml]) {
+    for doc in docs {
+        for (place, name, _) in all_variables(doc) {
+            let upper = name.to_ascii_uppercase();
+            assert!(
+                !["TOKEN", "API_KEY", "PASSWORD", "SECRET"]
+                    .iter()
+                    .any(|w| upper.contains(w)),
+                "`{rel}` defines the secret {name} in {place}; secrets belong in masked CI/CD variables"
+            );
+        }
+    }
+    for (i, _) in text.match_indices("TOKEN: ") {
+        let value = &text[i + "TOKEN: ".len()..];
+        assert!(
+            value.starts_with('$'),
+            "`{rel}` sends a literal token header: `{}`",
+            &text[i..(i + 40).min(text.len())]
+        );
+    }
+    for word in text.split(|c: char| c.is_whitespace() || "\"'`=:".contains(c)) {
+        let looks_like_token = ["glpat-", "glptt-", "gldt-", "glcbt-", "glrt-"]
+            .iter()
+            .any(|p| word.starts_with(p))
+            || (word.starts_with("sk-") && word.len() > 20);
+        assert!(
+            !looks_like_token,
+            "`{rel}` contains what looks like a token: `{word}`"
+        );
+    }
+}
+
+/// The checks every GitLab template passes, on each job that ticks.
+fn assert_gitlab_template(rel: &str, doc: &Yaml, docs: &[Yaml]) {
+    let text = read(rel);
+    let expected = expected();
+    for (name, job) in jobs(doc) {
+        assert!(
+            job["allow_failure"].is_badvalue(),
+            "`{rel}` {name}: allow_failure marks a successful tick orange; judge the code in the script"
+        );
+    }
+    assert_no_secret(rel, &text, docs);
+    for (name, job) in tick_jobs(doc) {
+        let vars = &job["variables"];
+        assert_eq!(
+            vars["GIT_STRATEGY"].as_str(),
+            Some("none"),
+            "`{rel}` {name}: a no-op job must clone nothing"
+        );
+        let group = str_of(&job["resource_group"], "resource_group");
+        assert!(
+            group.starts_with("sentinel-") && group.contains('$'),
+            "`{rel}` {name}: resource_group `{group}` should be one per watched project"
+        );
+        assert_eq!(
+            job["artifacts"]["reports"]["codequality"].as_str(),
+            Some(CODEQUALITY),
+            "`{rel}` {name}: the Code Quality report"
+        );
+        assert_eq!(
+            vars["SENTINEL_CODEQUALITY"].as_str(),
+            Some(CODEQUALITY),
+            "`{rel}` {name}: sentinel must write the report the artifact uploads"
+        );
+        assert_eq!(job["artifacts"]["when"].as_str(), Some("always"));
+        let paths: Vec<&str> = job["artifacts"]["paths"]
+            .as_vec()
+            .map(|v| v.iter().map(|p| str_of(p, "an artifact path")).collect())
+            .unwrap_or_default();
+        assert_eq!(
+            paths,
+            ["sentinel-stats.json"],
+            "`{rel}` {name}: artifact paths"
+        );
+
+        let body = script(job);
+        assert!(body.contains("sentinel stats --json > sentinel-stats.json"));
+        assert!(
+            body.contains("cargo install --locked --root"),
+            "`{rel}` {name}: the binary is installed once, into a cached root"
+        );
+        assert!(body.contains("packages/generic/sentinel-state"));
+        assert!(body.contains("--header \"JOB-TOKEN: $CI_JOB_TOKEN\""));
+
+        // The state file sits under a cached path.
+        let state = str_of(&vars["SENTINEL_STATE"], "SENTINEL_STATE");
+        let caches = job["cache"].as_vec().expect("cache is a list");
+        let bin_cached = caches.iter().any(|c| {
+            str_of(&c["key"], "cache key").starts_with("sentinel-bin-")
+                && c["paths"][0].as_str() == Some(".sentinel-bin/")
+        });
+        assert!(bin_cached, "`{rel}` {name}: the binary's cache");
+        let state_cached = caches
+            .iter()
+            .flat_map(|c| c["paths"].as_vec())
+            .flatten()
+            .any(|p| {
+                let p = str_of(p, "a cache path");
+                p == state || (p.ends_with('/') && state.starts_with(p))
+            });
+        assert!(
+            state_cached,
+            "`{rel}` {name}: no cache path holds `{state}`"
+        );
+
+        // The verdict on the exit code equals the binary's table.
+        let arms = verdict_arms(&body);
+        let get = |v: &str| arms.get(v).cloned().unwrap_or_default();
+        let green: BTreeSet<i32> = get("green").union(&get("woke")).copied().collect();
+        assert_eq!(
+            green, expected.success,
+            "`{rel}` {name}: the codes that end the job green"
+        );
+        assert_eq!(
+            get("woke"),
+            expected.woke,
+            "`{rel}` {name}: the codes that upload the state"
+        );
+        assert_eq!(
+            get("red"),
+            expected.failure,
+            "`{rel}` {name}: the codes that fail the job"
+        );
+        assert!(
+            arms.contains_key("*"),
+            "`{rel}` {name}: unknown codes must fail the job"
+        );
+        assert!(
+            body.contains("exit \"$code\""),
+            "`{rel}` {name}: red exits with the real code"
+        );
+        assert!(body.contains("echo \"sentinel tick exited $code"));
+    }
+}
+
+/// The schedule and push jobs of a single-project template.
+fn assert_schedule_and_push(rel: &str, doc: &Yaml) {
+    let schedule = &doc["sentinel:schedule"];
+    assert_eq!(schedule["extends"].as_str(), Some(".sentinel"), "`{rel}`");
+    assert_eq!(
+        schedule["rules"][0]["if"].as_str(),
+        Some("$CI_PIPELINE_SOURCE == \"schedule\""),
+        "`{rel}`: sentinel:schedule runs in scheduled pipelines"
+    );
+    assert_eq!(
+        schedule["variables"]["SENTINEL_TRIGGER"].as_str(),
+        Some("schedule")
+    );
+    assert_eq!(schedule["rules"].as_vec().map(Vec::len), Some(1));
+
+    let push = &doc["sentinel:push"];
+    assert_eq!(push["extends"].as_str(), Some(".sentinel"), "`{rel}`");
+    assert_eq!(push["variables"]["SENTINEL_TRIGGER"].as_str(), Some("push"));
+    let rules = push["rules"].as_vec().expect("sentinel:push has rules");
+    assert!(!rules.is_empty());
+    for rule in rules {
+        let cond = str_of(&rule["if"], "a rule");
+        assert!(
+            cond.contains("$CI_PIPELINE_SOURCE == \"push\"")
+                && cond.contains("$SENTINEL_ON_PUSH == \"true\""),
+            "`{rel}`: sentinel:push must be opt-in and push-only: `{cond}`"
+        );
+        assert!(rule["when"].is_badvalue(), "`{rel}`: `{cond}` sets a when");
+    }
+}
+
+#[test]
+fn the_exit_code_parser_reads_codes_and_ranges() {
+    assert_eq!(
+        expand_codes("0 none, 10..12 woke, 20 busy and 21."),
+        BTreeSet::from([0, 10, 11, 12, 20, 21])
+    );
+    assert_eq!(expand_codes("1 error, 2 usage"), BTreeSet::from([1, 2]));
+
+    // An older help text, before 21 existed: the parser reads what is there.
+    let old = "Usage: sentinel tick [OPTIONS]\n\nExit codes:\n  \
+               0       none: nothing happened, nothing written\n  \
+               10..17  woke: 10 first_run, 11 sha_unavailable, 12 repo_changed,\n          \
+               13 evidence_changed, 14 backlog (15..17 are reserved)\n  \
+               20      busy: another tick holds the lock; nothing started\n  \
+               1       error (configuration, I/O); state untouched\n  \
+               2       usage error\n\nExample crontab line:\n  */2 * * * * sentinel tick\n";
+    let table = parse_exit_table(old);
+    assert_eq!(
+        table.keys().copied().collect::<Vec<_>>(),
+        [0, 1, 2, 10, 11, 12, 13, 14, 15, 16, 17, 20]
+    );
+    assert_eq!(table[&20], "busy");
+
+    let table = binary_exit_codes();
+    assert_eq!(table[&0], "none");
+    assert_eq!(table[&10], "woke");
+    assert_eq!(table[&1], "error");
+    assert_eq!(table[&2], "usage");
+}
+
+#[test]
+fn the_gitlab_template_parses_and_ends_only_errors_red() {
+    let docs = load(GITLAB);
+    assert_eq!(docs.len(), 1, "`{GITLAB}` is one YAML document");
+    let doc = &docs[0];
+    assert_gitlab_template(GITLAB, doc, &docs);
+    assert_schedule_and_push(GITLAB, doc);
+    assert_eq!(
+        str_of(&doc[".sentinel"]["resource_group"], "resource_group"),
+        "sentinel-$CI_PROJECT_ID"
+    );
+    assert_eq!(
+        doc["variables"]["SENTINEL_ON_PUSH"]["value"].as_str(),
+        Some("false"),
+        "push pipelines are opt-in"
+    );
+}
+
+#[test]
+fn the_component_has_a_spec_and_the_same_jobs() {
+    let docs = load(COMPONENT);
+    assert_eq!(
+        docs.len(),
+        2,
+        "`{COMPONENT}` is a spec document and a jobs document"
+    );
+    let inputs = docs[0]["spec"]["inputs"]
+        .as_hash()
+        .expect("spec: inputs: is a mapping");
+    let declared: BTreeSet<&str> = inputs.keys().map(|k| str_of(k, "an input")).collect();
+    for name in [
+        "state_path",
+        "watched_path",
+        "batch",
+        "model",
+        "on_push",
+        "stage",
+    ] {
+        assert!(
+            declared.contains(name),
+            "`{COMPONENT}` lacks the input {name}"
+        );
+    }
+    let on_push = &docs[0]["spec"]["inputs"]["on_push"];
+    assert_eq!(on_push["type"].as_str(), Some("boolean"));
+    assert_eq!(on_push["default"].as_bool(), Some(false));
+    assert_eq!(
+        docs[0]["spec"]["inputs"]["batch"]["type"].as_str(),
+        Some("number")
+    );
+
+    // Every `$[[ inputs.x ]]` of the jobs is declared, and every input is used.
+    let text = read(COMPONENT);
+    let jobs_text = text.split_once("\n---\n").expect("the `---` separator").1;
+    let used: BTreeSet<&str> = jobs_text
+        .match_indices("$[[ inputs.")
+        .map(|(i, m)| {
+            let rest = &jobs_text[i + m.len()..];
+            rest.split_once(" ]]").expect("a closed $[[ ]]").0
+        })
+        .collect();
+    assert_eq!(used, declared, "`{COMPONENT}`: inputs used vs declared");
+
+    let doc = &docs[1];
+    assert_gitlab_template(COMPONENT, doc, &docs);
+    assert_schedule_and_push(COMPONENT, doc);
+    let vars = &doc[".sentinel"]["variables"];
+    assert_eq!(
+        vars["SENTINEL_ON_PUSH"].as_str(),
+        Some("$[[ inputs.on_push ]]")
+    );
+    assert_eq!(
+        vars["SENTINEL_STATE"].as_str(),
+        Some("$[[ inputs.state_path ]]")
+    );
+    assert_eq!(
+        vars["SENTINEL_PATH"].as_str(),
+        Some("$[[ inputs.watched_path ]]")
+    );
+}
+
+#[test]
+fn the_fleet_ticks_each_project_with_its_own_state_and_lock() {
+    let docs = load(FLEET);
+    assert_eq!(docs.len(), 1);
+    let doc = &docs[0];
+    assert_gitlab_template(FLEET, doc, &docs);
+    let ticking = tick_jobs(doc);
+    assert_eq!(ticking.len(), 1, "one fleet job");
+    let (name, job) = &ticking[0];
+    let matrix = job["parallel"]["matrix"]
+        .as_vec()
+        .unwrap_or_else(|| panic!("`{FLEET}` {name} has no parallel: matrix"));
+    assert!(!matrix.is_empty() && matrix.len() <= 200);
+    let mut names = BTreeSet::new();
+    for entry in matrix {
+        let slug = str_of(&entry["SENTINEL_NAME"], "SENTINEL_NAME");
+        assert!(
+            !slug.is_empty()
+                && slug
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)),
+            "`{slug}` is not a slug"
+        );
+        assert!(names.insert(slug), "two entries are named {slug}");
+        assert!(
+            !entry["SENTINEL_PROJECT"].is_badvalue(),
+            "{slug}: SENTINEL_PROJECT"
+        );
+        assert!(
+            entry["SENTINEL_BRANCH"].as_str().is_some(),
+            "{slug}: SENTINEL_BRANCH"
+        );
+    }
+    // One lock, one cache and one state package per entry.
+    assert!(str_of(&job["resource_group"], "resource_group").contains("$SENTINEL_NAME"));
+    let keys: Vec<&str> = job["cache"]
+        .as_vec()
+        .expect("cache is a list")
+        .iter()
+        .map(|c| str_of(&c["key"], "cache key"))
+        .collect();
+    assert!(keys.contains(&"sentinel-state-$SENTINEL_NAME"), "{keys:?}");
+    assert!(str_of(&job["variables"]["SENTINEL_STATE"], "state").contains("$SENTINEL_NAME"));
+    assert!(script(job).contains("packages/generic/sentinel-state-$SENTINEL_NAME/v1/state.json"));
+    assert_eq!(
+        job["rules"][0]["if"].as_str(),
+        Some("$CI_PIPELINE_SOURCE == \"schedule\"")
+    );
+}
+
+/// Sections of a systemd unit: name -> (key, value) in order. Fails on any
+/// line that is not blank, a comment, a `[section]` or a `key=value`.
+fn parse_ini(rel: &str) -> BTreeMap<String, Vec<(String, String)>> {
+    let mut sections: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+    let mut current: Option<String> = None;
+    for (n, raw) in read(rel).lines().enumerate() {
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        assert!(
+            !line.ends_with('\\'),
+            "`{rel}` line {}: no continuation lines",
+            n + 1
+        );
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            current = Some(name.to_string());
+            sections.entry(name.to_string()).or_default();
+            continue;
+        }
+        let (key, value) = line
+            .split_once('=')
+            .unwrap_or_else(|| panic!("`{rel}` line {} is not key=value: `{raw}`", n + 1));
+        let section = current
+            .clone()
+            .unwrap_or_else(|| panic!("`{rel}` line {}: a key before any section", n + 1));
+        assert!(
+            !key.trim().is_empty() && !key.contains(char::is_whitespace),
+            "`{rel}` line {}: bad key `{key}`",
+            n + 1
+        );
+        sections
+            .get_mut(&section)
+            .unwrap()
+            .push((key.to_string(), value.trim().to_string()));
+    }
+    sections
+}
+
+/// The values of `key` in `section`, in order.
+fn values<'a>(
+    ini: &'a BTreeMap<String, Vec<(String, String)>>,
+    section: &str,
+    key: &str,
+) -> Vec<&'a str> {
+    ini.get(section)
+        .map(|kv| {
+            kv.iter()
+                .filter(|(k, _)| k == key)
+                .map(|(_, v)| v.as_str())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn the_systemd_service_is_hardened_and_treats_every_tick_code_as_success() {
+    let unit = parse_ini(SERVICE);
+    let one = |key: &str| -> &str {
+        match values(&unit, "Service", key)[..] {
+            [v] => v,
+            ref other => panic!("`{SERVICE}`: [Service] {key}= should appear once, has {other:?}"),
+        }
+    };
+    assert_eq!(one("Type"), "oneshot");
+    let exec = one("ExecStart");
+    let words: Vec<&str> = exec.split_whitespace().collect();
+    assert!(
+        words.len() >= 2 && words[0].ends_with("/sentinel") && words[1] == "tick",
+        "ExecStart should call `sentinel tick`: `{exec}`"
+    );
+
+    // systemd counts 0 as success already; SuccessExitStatus adds the rest.
+    let expected = expected();
+    let listed = expand_codes(one("SuccessExitStatus"));
+    let mut success = listed.clone();
+    success.insert(0);
+    assert_eq!(
+        success, expected.success,
+        "SuccessExitStatus and `sentinel tick --help`"
+    );
+    assert!(listed.is_disjoint(&expected.failure));
+
+    for (key, value) in [
+        ("NoNewPrivileges", "yes"),
+        ("ProtectSystem", "strict"),
+        ("ProtectHome", "yes"),
+        ("PrivateTmp", "yes"),
+        ("StateDirectory", "sentinel"),
+    ] {
+        assert_eq!(one(key), value, "`{SERVICE}`: {key}=");
+    }
+    assert!(
+        one("DynamicUser") == "yes" || !values(&unit, "Service", "User").is_empty(),
+        "a DynamicUser= or a User="
+    );
+    assert!(
+        one("EnvironmentFile").starts_with('/'),
+        "secrets come from an EnvironmentFile="
+    );
+    for env in values(&unit, "Service", "Environment") {
+        let name = env.split_once('=').map_or(env, |(k, _)| k);
+        assert!(
+            !name.contains("TOKEN") && !name.contains("KEY"),
+            "`{SERVICE}` inlines the secret {name}; put it in the EnvironmentFile="
+        );
+    }
+    // The state lives in the state directory, the one place it may write.
+    assert!(
+        values(&unit, "Service", "Environment").contains(&"SENTINEL_STATE=%S/sentinel/state.json"),
+        "SENTINEL_STATE inside StateDirectory="
+    );
+
+    // The example environment file carries no live secret.
+    for line in read(ENV_EXAMPLE)
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+    {
+        if let Some((k, v)) = line.split_once('=') {
+            assert!(
+                !(k.contains("TOKEN") || k.contains("KEY")) || v.trim().is_empty(),
+                "`{ENV_EXAMPLE}` sets {k}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_systemd_timer_ticks_every_two_minutes_and_catches_up() {
+    let timer = parse_ini(TIMER);
+    assert_eq!(values(&timer, "Timer", "OnCalendar"), ["*:0/2"]);
+    assert_eq!(values(&timer, "Timer", "Persistent"), ["true"]);
+    assert_eq!(values(&timer, "Timer", "Unit"), ["sentinel.service"]);
+    assert_eq!(values(&timer, "Install", "WantedBy"), ["timers.target"]);
+}
+
+#[test]
+fn the_crontab_lists_the_binarys_codes_and_logs_both_streams() {
+    let text = read(CRONTAB);
+    let expected = expected();
+    let listed = |prefix: &str| -> BTreeSet<i32> {
+        let line = text
+            .lines()
+            .find_map(|l| l.trim_start_matches('#').trim().strip_prefix(prefix))
+            .unwrap_or_else(|| panic!("`{CRONTAB}` has no `{prefix}` comment"));
+        expand_codes(line)
+    };
+    assert_eq!(
+        listed("success:"),
+        expected.success,
+        "the crontab's success codes"
+    );
+    assert_eq!(
+        listed("failure:"),
+        expected.failure,
+        "the crontab's failure codes"
+    );
+
+    assert!(
+        text.lines().any(|l| l.starts_with("PATH=")),
+        "cron's PATH is minimal: set it"
+    );
+    // The git line is live; the GitLab line is the commented alternative.
+    let schedules: Vec<&str> = text
+        .lines()
+        .map(|l| l.strip_prefix('#').unwrap_or(l))
+        .filter(|l| l.starts_with("*/2"))
+        .collect();
+    assert_eq!(schedules.len(), 2, "a git-source and a GitLab-source line");
+    for line in &schedules {
+        assert!(line.contains("sentinel tick"), "`{line}`");
+        assert!(line.contains(" cd "), "`{line}` sets its working directory");
+        assert!(line.contains("--state /"), "`{line}` names its state");
+        assert!(
+            line.contains(">>/") && line.trim_end().ends_with("2>&1"),
+            "`{line}` logs"
+        );
+        assert!(
+            !line.contains("flock"),
+            "sentinel takes its own lock: `{line}`"
+        );
+    }
+    assert!(
+        schedules[0].contains("git fetch"),
+        "the git line fetches its clone first"
+    );
+    assert!(schedules[1].contains("--source gitlab") && !schedules[1].contains("git fetch"));
+    assert_no_secret(CRONTAB, &text, &[]);
+}
