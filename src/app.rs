@@ -19,6 +19,9 @@ use crate::state::{journal, store};
 use crate::tick::{self, AdvisorSettings, TickConfig};
 use std::time::Duration;
 
+use crate::publish::{FilePublisher, GitLabIssue, Publisher};
+use crate::state::storage::FileStorage;
+
 /// Run the parsed command; the returned value is the process exit code.
 pub fn run(cli: Cli) -> Result<u8> {
     match cli.command {
@@ -30,7 +33,10 @@ pub fn run(cli: Cli) -> Result<u8> {
 }
 
 fn make_source(args: &SourceArgs, env: &Environment) -> Result<(Box<dyn Source>, String)> {
-    let choice = args.choose(env)?;
+    build_source(args.choose(env)?)
+}
+
+fn build_source(choice: SourceChoice) -> Result<(Box<dyn Source>, String)> {
     let rev = choice.rev();
     let source: Box<dyn Source> = match choice {
         SourceChoice::Git { repo, branch, path } => Box::new(GitSource::new(repo, branch, path)),
@@ -43,7 +49,23 @@ fn run_tick(args: TickArgs) -> Result<u8> {
     let env = Environment::from_lookup(|k| std::env::var(k).ok());
     args.llm.validate()?;
     let advisor_on = args.llm.enabled(env.openai_api_key.is_some())?;
-    let (mut source, rev) = make_source(&args.source, &env)?;
+    let choice = args.source.choose(&env)?;
+    // The dashboard: one GitLab issue, or a file for the git source.
+    let mut publisher: Option<Box<dyn Publisher>> = match (
+        &choice,
+        args.dashboard,
+        &args.dashboard_file,
+    ) {
+        (_, _, Some(path)) => Some(Box::new(FilePublisher { path: path.clone() })),
+        (SourceChoice::Gitlab(cfg), true, None) => Some(Box::new(
+            GitLabIssue::new(cfg.clone()).map_err(|e| anyhow!("{e}"))?,
+        )),
+        (SourceChoice::Git { .. }, true, None) => bail!(
+            "--dashboard keeps a GitLab issue and needs the GitLab source; with the git source use --dashboard-file PATH"
+        ),
+        _ => None,
+    };
+    let (mut source, rev) = build_source(choice)?;
     let model = advisor_on.then_some(args.llm.model.as_str());
     let now = args.now.unwrap_or_else(Utc::now);
     let cfg = TickConfig {
@@ -76,6 +98,10 @@ fn run_tick(args: TickArgs) -> Result<u8> {
         trigger: TriggerArg::resolve(args.trigger, &env),
         min_interval: chrono::Duration::seconds(args.min_interval.min(86_400 * 365) as i64),
         codequality: args.codequality.clone(),
+        web_url: args
+            .project_url
+            .clone()
+            .or_else(|| env.ci_project_url.clone()),
     };
     // A dry run calls no model.
     let mut advisor = match (&env.openai_api_key, advisor_on && !args.dry_run) {
@@ -89,10 +115,12 @@ fn run_tick(args: TickArgs) -> Result<u8> {
         })),
         _ => None,
     };
-    let report = tick::run_with(
+    let report = tick::run_full(
         &cfg,
         source.as_mut(),
         advisor.as_mut().map(|a| a as &mut dyn Advisor),
+        &mut FileStorage::new(&cfg.state),
+        publisher.as_mut().map(|p| p.as_mut() as &mut dyn Publisher),
     )?;
     eprintln!("{}", report::tick_line(&report));
     if args.json {

@@ -160,6 +160,7 @@ pub struct Environment {
     pub ci_default_branch: Option<String>,
     pub ci_job_token_set: bool,
     pub ci_pipeline_source: Option<String>,
+    pub ci_project_url: Option<String>,
     pub token: Option<String>,
     pub openai_api_key: Option<String>,
     pub ssl_cert_file: Option<PathBuf>,
@@ -175,6 +176,7 @@ impl Environment {
             ci_default_branch: non_empty("CI_DEFAULT_BRANCH"),
             ci_job_token_set: non_empty("CI_JOB_TOKEN").is_some(),
             ci_pipeline_source: non_empty("CI_PIPELINE_SOURCE"),
+            ci_project_url: non_empty("CI_PROJECT_URL"),
             token: non_empty("SENTINEL_GITLAB_TOKEN").or_else(|| non_empty("GITLAB_TOKEN")),
             openai_api_key: non_empty("OPENAI_API_KEY"),
             ssl_cert_file: non_empty("SSL_CERT_FILE").map(PathBuf::from),
@@ -260,6 +262,17 @@ pub struct TickArgs {
     /// (on a waking tick; an empty array when there are none).
     #[arg(long, env = "SENTINEL_CODEQUALITY", value_name = "PATH")]
     pub codequality: Option<PathBuf>,
+    /// Keep one GitLab issue (label sentinel-dashboard) listing the open
+    /// proposals; edited on a waking tick only when they change. Needs a token
+    /// with the api scope.
+    #[arg(long, env = "SENTINEL_DASHBOARD", value_parser = clap::builder::BoolishValueParser::new())]
+    pub dashboard: bool,
+    /// Write the same dashboard as Markdown to this file (any source).
+    #[arg(long, env = "SENTINEL_DASHBOARD_FILE", value_name = "PATH")]
+    pub dashboard_file: Option<PathBuf>,
+    /// The project's web address, for line links on the dashboard [default: CI_PROJECT_URL].
+    #[arg(long, env = "SENTINEL_PROJECT_URL", value_name = "URL")]
+    pub project_url: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -180,6 +180,7 @@ fn config(now: DateTime<Utc>, batch: usize, trigger: Trigger) -> TickConfig {
         trigger,
         min_interval: Duration::seconds(30),
         codequality: None,
+        web_url: None,
     }
 }
 

@@ -25,6 +25,8 @@ use crate::gate::wake::{self, Detail, Reason, Verdict, WakeInput};
 use crate::llm::client::{Action, AdviceRequest, Advisor, Finding, Outcome as CallOutcome};
 use crate::llm::prices::{self, Price};
 use crate::llm::protocol::{self, Circuit};
+use crate::publish::{Publisher, WriteLog};
+use crate::report::dashboard;
 use crate::source::{Change, Entry, RequestCounts, Source, SourceError};
 use crate::state::storage::{FileStorage, Storage};
 use crate::state::{
@@ -101,6 +103,8 @@ pub struct TickConfig {
     pub min_interval: chrono::Duration,
     /// Where to write the Code Quality report of open proposals (on wake).
     pub codequality: Option<PathBuf>,
+    /// The project's web address, for line links on the dashboard.
+    pub web_url: Option<String>,
 }
 
 impl TickConfig {
@@ -180,6 +184,9 @@ pub struct TickReport {
     pub advisor: &'static str,
     /// HTTP attempts made to the model provider (every retry counts).
     pub llm_calls: u64,
+    /// Every write of this tick: what was written where.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub writes: Vec<WriteLog>,
     pub file_reads: u64,
     pub fresh_evaluations: u64,
     pub state_written: bool,
@@ -201,6 +208,7 @@ impl TickReport {
             slept_ms: Vec::new(),
             advisor: "off",
             llm_calls: 0,
+            writes: Vec::new(),
             file_reads: 0,
             fresh_evaluations: 0,
             state_written: false,
@@ -303,8 +311,19 @@ pub fn run_with(
 pub fn run_in(
     cfg: &TickConfig,
     source: &mut dyn Source,
+    advisor: Option<&mut dyn Advisor>,
+    storage: &mut dyn Storage,
+) -> Result<TickReport> {
+    run_full(cfg, source, advisor, storage, None)
+}
+
+/// Run one tick, and keep the dashboard in `publisher` when given.
+pub fn run_full(
+    cfg: &TickConfig,
+    source: &mut dyn Source,
     mut advisor: Option<&mut dyn Advisor>,
     storage: &mut dyn Storage,
+    publisher: Option<&mut dyn Publisher>,
 ) -> Result<TickReport> {
     if cfg.advisor.is_none() {
         advisor = None;
@@ -613,12 +632,53 @@ pub fn run_in(
         cfg.dry_run,
     );
     if !cfg.dry_run {
-        storage.save(&state)?;
+        // The dashboard goes first, so the hash saved with the state is the
+        // hash of what was really published; a failure keeps the old hash
+        // and a later wake tries again.
+        if let Some(publisher) = publisher {
+            let page = dashboard::render(&state, cfg.web_url.as_deref(), cfg.now);
+            let h = dashboard::hash(dashboard::without_health(&page));
+            if state.llm.dashboard_hash.as_deref() != Some(h.as_str()) {
+                match publisher.publish(&page) {
+                    Ok(detail) => {
+                        state.llm.dashboard_hash = Some(h);
+                        report.writes.push(WriteLog {
+                            kind: "dashboard",
+                            target: publisher.target(),
+                            ok: true,
+                            detail,
+                        });
+                    }
+                    Err(detail) => {
+                        report.notes.push(detail.clone());
+                        report.writes.push(WriteLog {
+                            kind: "dashboard",
+                            target: publisher.target(),
+                            ok: false,
+                            detail,
+                        });
+                    }
+                }
+            }
+        }
+        let bytes = storage.save(&state)?;
         report.state_written = true;
+        report.writes.push(WriteLog {
+            kind: "state",
+            target: cfg.state.display().to_string(),
+            ok: true,
+            detail: format!("{bytes} bytes"),
+        });
         storage.journal_clear()?;
         if let Some(path) = &cfg.codequality {
             let bytes = crate::report::codequality::render(&state.llm.proposals)?;
             storage.write_report(path, &bytes)?;
+            report.writes.push(WriteLog {
+                kind: "codequality",
+                target: path.display().to_string(),
+                ok: true,
+                detail: format!("{} bytes", bytes.len()),
+            });
         }
     }
     report.head = head;

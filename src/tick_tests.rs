@@ -32,6 +32,7 @@ fn cfg(dir: &Path, now: DateTime<Utc>) -> TickConfig {
         trigger: crate::gate::admission::Trigger::Schedule,
         min_interval: Duration::seconds(30),
         codequality: None,
+        web_url: None,
     }
 }
 

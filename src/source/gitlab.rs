@@ -36,6 +36,13 @@ impl Token {
     }
 }
 
+impl Token {
+    /// The secret itself, for the one header that carries it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
 impl fmt::Debug for Token {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Token(***)")

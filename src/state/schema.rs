@@ -211,6 +211,9 @@ pub struct LlmState {
     pub attempts: u64,
     #[serde(default)]
     pub proposals: BTreeMap<String, Proposal>,
+    /// Hash of the dashboard as last published (without its health line).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dashboard_hash: Option<String>,
 }
 
 /// The small part of the state that a no-op tick needs. It is written as the
