@@ -650,7 +650,7 @@ pub fn run_full(
                         });
                     }
                     Err(detail) => {
-                        report.notes.push(detail.clone());
+                        notes.push(detail.clone());
                         report.writes.push(WriteLog {
                             kind: "dashboard",
                             target: publisher.target(),

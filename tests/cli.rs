@@ -8,6 +8,8 @@ mod util;
 
 #[path = "e2e/advisor.rs"]
 mod advisor;
+#[path = "e2e/dashboard.rs"]
+mod dashboard;
 #[path = "e2e/scheduler.rs"]
 mod scheduler;
 #[path = "e2e/templates.rs"]

@@ -109,6 +109,10 @@ pub enum Endpoint {
     File,
     /// `GET /projects/:id/repository/files/:file_path/raw`
     FileRaw,
+    /// `GET|POST /projects/:id/issues` (the dashboard).
+    Issues,
+    /// `PUT /projects/:id/issues/:iid` (the dashboard).
+    Issue,
     /// Anything else (answered 404 like GitLab's router).
     Unknown,
 }
@@ -245,6 +249,10 @@ struct Shared {
     log: Mutex<Vec<Recorded>>,
     trees: Mutex<HashMap<(String, String, bool), Arc<Tree>>>,
     request_ids: AtomicU64,
+    /// Issues created through the API (the dashboard), in order.
+    issues: Mutex<Vec<Value>>,
+    /// The body of the request being answered (only issue writes have one).
+    body: Mutex<Vec<u8>>,
 }
 
 struct Settings {
@@ -279,21 +287,28 @@ impl FakeGitLab {
             log: Mutex::new(Vec::new()),
             trees: Mutex::new(HashMap::new()),
             request_ids: AtomicU64::new(0),
+            issues: Mutex::new(Vec::new()),
+            body: Mutex::new(Vec::new()),
         });
         let inner = shared.clone();
         let server = Server::start("fake GitLab", listener, shutdown, move |req, conn, out| {
-            // A GitLab client sends no body worth reading.
-            let body_len = req
-                .header("content-length")
-                .and_then(|v| v.parse::<usize>().ok())
-                .unwrap_or(0);
-            conn.skip(body_len) && inner.respond(req, out)
+            // Only the dashboard's issue writes carry a body worth reading.
+            let Some(body) = conn.body(req) else {
+                return false;
+            };
+            *lock(&inner.body) = body;
+            inner.respond(req, out)
         });
         FakeGitLab {
             addr,
             shared,
             server,
         }
+    }
+
+    /// The issues created through the API (the dashboard), as stored.
+    pub fn issues(&self) -> Vec<Value> {
+        lock(&self.shared.issues).clone()
     }
 
     /// `http://127.0.0.1:PORT`.
@@ -573,6 +588,8 @@ fn route(segments: &[String]) -> Endpoint {
     let s: Vec<&str> = segments.iter().map(String::as_str).collect();
     match s[..] {
         ["api", "v4", "projects", _] => Endpoint::Project,
+        ["api", "v4", "projects", _, "issues"] => Endpoint::Issues,
+        ["api", "v4", "projects", _, "issues", _] => Endpoint::Issue,
         ["api", "v4", "projects", _, "repository", ref rest @ ..] => match rest {
             ["commits"] => Endpoint::Commits,
             ["commits", _] => Endpoint::Commit,
@@ -597,7 +614,9 @@ impl Shared {
         if call.endpoint == Endpoint::Unknown {
             return Response::error(404, "404-route.json");
         }
-        if !matches!(call.req.method.as_str(), "GET" | "HEAD") {
+        let issue_write = matches!(call.endpoint, Endpoint::Issues | Endpoint::Issue)
+            && matches!(call.req.method.as_str(), "POST" | "PUT");
+        if !matches!(call.req.method.as_str(), "GET" | "HEAD") && !issue_write {
             return Response::error(404, "404-route.json");
         }
         let wanted = lock(&self.settings).token.clone();
@@ -629,7 +648,57 @@ impl Shared {
             Endpoint::BlobRaw => self.blob_raw(call),
             Endpoint::Compare => self.compare(call),
             Endpoint::File | Endpoint::FileRaw => self.file(call),
+            Endpoint::Issues | Endpoint::Issue => self.issues(call),
             Endpoint::Unknown => unreachable!(),
+        }
+    }
+
+    /// Issues, just enough for the dashboard: list by label, create, edit.
+    fn issues(&self, call: &Call<'_>) -> Response {
+        let body: Value = serde_json::from_slice(&lock(&self.body)).unwrap_or(Value::Null);
+        let mut issues = lock(&self.issues);
+        match (call.req.method.as_str(), call.endpoint) {
+            ("GET", Endpoint::Issues) => {
+                let label = call.param("labels").unwrap_or("");
+                let found: Vec<Value> = issues
+                    .iter()
+                    .filter(|i| i["labels"].as_array().is_some_and(|l| l.iter().any(|x| x == label)))
+                    .cloned()
+                    .collect();
+                Response::json(200, &Value::Array(found))
+            }
+            ("POST", Endpoint::Issues) => {
+                let iid = issues.len() as u64 + 1;
+                let labels: Vec<Value> = body["labels"]
+                    .as_str()
+                    .unwrap_or("")
+                    .split(',')
+                    .filter(|l| !l.is_empty())
+                    .map(|l| json!(l))
+                    .collect();
+                let issue = json!({
+                    "iid": iid,
+                    "title": body["title"],
+                    "description": body["description"],
+                    "labels": labels,
+                    "state": "opened",
+                    "edits": 0,
+                });
+                issues.push(issue.clone());
+                Response::json(201, &issue)
+            }
+            ("PUT", Endpoint::Issue) => {
+                let iid: u64 = call.segments[5].parse().unwrap_or(0);
+                match issues.iter_mut().find(|i| i["iid"] == iid) {
+                    Some(issue) => {
+                        issue["description"] = body["description"].clone();
+                        issue["edits"] = json!(issue["edits"].as_u64().unwrap_or(0) + 1);
+                        Response::json(200, issue)
+                    }
+                    None => Response::error(404, "404-route.json"),
+                }
+            }
+            _ => Response::error(404, "404-route.json"),
         }
     }
 
