@@ -19,6 +19,8 @@ use crate::state::{journal, store};
 use crate::tick::{self, AdvisorSettings, TickConfig};
 use std::time::Duration;
 
+use crate::cli::Propose;
+use crate::patch::{GitBranch, GitLabBranch, Patcher};
 use crate::publish::{FilePublisher, GitLabIssue, Publisher};
 use crate::state::storage::FileStorage;
 
@@ -29,6 +31,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Stats(args) => run_stats(args),
         Command::Explain(args) => run_explain(args),
         Command::Simulate(args) => run_simulate(args),
+        Command::Costs(args) => run_costs(args),
     }
 }
 
@@ -64,6 +67,12 @@ fn run_tick(args: TickArgs) -> Result<u8> {
             "--dashboard keeps a GitLab issue and needs the GitLab source; with the git source use --dashboard-file PATH"
         ),
         _ => None,
+    };
+    let patches = args.propose == Propose::Patches;
+    let mut patcher: Option<Box<dyn Patcher>> = if patches && !args.dry_run {
+        Some(make_patcher(&choice, &args.sandbox_branch)?)
+    } else {
+        None
     };
     let (mut source, rev) = build_source(choice)?;
     let model = advisor_on.then_some(args.llm.model.as_str());
@@ -102,6 +111,7 @@ fn run_tick(args: TickArgs) -> Result<u8> {
             .project_url
             .clone()
             .or_else(|| env.ci_project_url.clone()),
+        patches,
     };
     // A dry run calls no model.
     let mut advisor = match (&env.openai_api_key, advisor_on && !args.dry_run) {
@@ -112,6 +122,7 @@ fn run_tick(args: TickArgs) -> Result<u8> {
             timeout: Duration::from_secs(args.llm.llm_timeout),
             max_tokens: args.llm.max_tokens,
             fake_sleep: args.source.fake_sleep,
+            patches,
         })),
         _ => None,
     };
@@ -121,6 +132,7 @@ fn run_tick(args: TickArgs) -> Result<u8> {
         advisor.as_mut().map(|a| a as &mut dyn Advisor),
         &mut FileStorage::new(&cfg.state),
         publisher.as_mut().map(|p| p.as_mut() as &mut dyn Publisher),
+        patcher.as_mut().map(|p| p.as_mut() as &mut dyn Patcher),
     )?;
     eprintln!("{}", report::tick_line(&report));
     if args.json {
@@ -129,6 +141,46 @@ fn run_tick(args: TickArgs) -> Result<u8> {
         writeln!(out)?;
     }
     Ok(report.exit_code)
+}
+
+/// Where patches go. The sandbox branch is never the watched one: a commit
+/// there would wake sentinel with its own writes.
+fn make_patcher(choice: &SourceChoice, sandbox: &str) -> Result<Box<dyn Patcher>> {
+    let refuse = || {
+        anyhow!(
+            "--sandbox-branch `{sandbox}` is the watched branch; choose another, or sentinel's own commits would wake it"
+        )
+    };
+    match choice {
+        SourceChoice::Gitlab(cfg) => {
+            if cfg.branch == sandbox {
+                return Err(refuse());
+            }
+            Ok(Box::new(
+                GitLabBranch::new(cfg.clone(), sandbox.to_string()).map_err(|e| anyhow!("{e}"))?,
+            ))
+        }
+        SourceChoice::Git { repo, branch, .. } => {
+            let watched = match branch {
+                Some(b) => b.trim_start_matches("refs/heads/").to_string(),
+                None => std::process::Command::new("git")
+                    .arg("-C")
+                    .arg(repo)
+                    .args(["symbolic-ref", "--short", "-q", "HEAD"])
+                    .output()
+                    .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+                    .unwrap_or_default(),
+            };
+            if watched == sandbox {
+                return Err(refuse());
+            }
+            Ok(Box::new(GitBranch {
+                repo: repo.clone(),
+                base: branch.clone().unwrap_or_else(|| "HEAD".into()),
+                branch: sandbox.to_string(),
+            }))
+        }
+    }
 }
 
 /// External signals for the autonomy allowance. A missing file is no
@@ -233,4 +285,137 @@ fn run_simulate(args: SimulateArgs) -> Result<u8> {
         );
     }
     Ok(0)
+}
+
+/// `sentinel costs`: read the bill from the Admin API, set it beside the
+/// advisor's own history, keep what differs as advisories (and, with
+/// `--calibrate`, the measured cost per call of models without a price).
+fn run_costs(args: crate::cli::CostsArgs) -> Result<u8> {
+    use crate::gate::costs;
+    use crate::llm::admin::{self, AdminClient, AdminConfig, AdminKey};
+    use crate::report::costs::{CostsReport, Pages, render, rows};
+
+    args.validate()?;
+    let get = |k: &str| std::env::var(k).ok();
+    let Some(key) = get(admin::KEY_VAR).filter(|k| !k.trim().is_empty()) else {
+        bail!(
+            "{} is not set: `sentinel costs` reads the bill through OpenAI's Admin API, which needs an organization admin key \
+             (an organization owner creates one under Settings > Organization > Admin keys), not a project API key such as OPENAI_API_KEY",
+            admin::KEY_VAR
+        );
+    };
+    if key.trim().starts_with("sk-proj-") {
+        bail!(
+            "{} holds a project API key (sk-proj-...), which cannot read the bill; set it to an organization admin key \
+             (Settings > Organization > Admin keys)",
+            admin::KEY_VAR
+        );
+    }
+    let path = args.state.resolve(&args.repo);
+    let missing = || {
+        anyhow!(
+            "no state file at `{}` yet; run `sentinel tick` first, or point --state at an existing one",
+            path.display()
+        )
+    };
+    if !path.exists() {
+        return Err(missing());
+    }
+    let _lock = match store::try_lock(&path)? {
+        store::LockAttempt::Acquired(lock) => lock,
+        store::LockAttempt::Busy(lock) => {
+            eprintln!(
+                "sentinel: busy (lock {} held by a running tick); nothing started",
+                lock.display()
+            );
+            if args.json {
+                println!(
+                    "{}",
+                    serde_json::json!({"exit_code": crate::exit::BUSY, "busy": true, "lock": lock})
+                );
+            }
+            return Ok(crate::exit::BUSY);
+        }
+    };
+    let mut state = store::load(&path)?.ok_or_else(missing)?;
+    let now = args.now.unwrap_or_else(Utc::now);
+    let to = now.date_naive();
+    let from = to - chrono::Days::new(u64::from(args.days.max(1) - 1));
+    let client = AdminClient::new(AdminConfig {
+        base_url: args.admin_base(get),
+        key: AdminKey::new(key.trim().to_string()),
+        timeout: Duration::from_secs(args.admin_timeout),
+        project: args.project_id.clone().filter(|p| !p.trim().is_empty()),
+    });
+    let bill = client.bill(from.and_time(chrono::NaiveTime::MIN).and_utc(), args.days)?;
+
+    let ours = &state.llm.days;
+    let history_since = ours.keys().next().copied();
+    let mut notes = bill.notes.clone();
+    if history_since.is_none_or(|first| first > from) {
+        notes.push(match history_since {
+            Some(first) => format!(
+                "sentinel's own history begins {first}; earlier days are compared with the budget only"
+            ),
+            None => "sentinel has no record of its own calls yet; the days are compared with the budget only".to_string(),
+        });
+    }
+    let found = costs::compare(&bill.days, ours, from, to, args.daily_budget, now);
+    let mut calibrated = Vec::new();
+    if args.calibrate {
+        if bill.complete {
+            calibrated = costs::calibrate(&bill.days, ours, from, to, |m| {
+                crate::llm::prices::builtin(m).is_some()
+            });
+            if calibrated.is_empty() {
+                notes.push(
+                    "nothing calibrated: no day in the window whose bill holds only sentinel's calls to one model without a built-in price"
+                        .to_string(),
+                );
+            }
+        } else {
+            notes.push("not calibrated: the bill is incomplete".to_string());
+        }
+    }
+    let by_day = rows(&bill.days, ours, from, to);
+    let mut changed = costs::remember(&mut state.llm.advisories, &found);
+    for c in &calibrated {
+        if state.llm.calibrated.get(&c.model) != Some(&c.per_call) {
+            state.llm.calibrated.insert(c.model.clone(), c.per_call);
+            changed = true;
+        }
+    }
+    if changed {
+        store::save(&path, &state)?;
+    }
+    let window = costs::days_between(from, to).collect::<std::collections::BTreeSet<_>>();
+    let in_window = bill.days.iter().filter(|(d, _)| window.contains(d));
+    let (billed_usd, billed_requests) =
+        in_window.fold((0.0, 0), |(usd, n), (_, b)| (usd + b.usd, n + b.requests));
+    let report = CostsReport {
+        from,
+        to,
+        days: args.days,
+        project: args.project_id.clone(),
+        daily_budget: args.daily_budget,
+        complete: bill.complete,
+        pages: Pages {
+            costs: bill.costs_pages,
+            usage: bill.usage_pages,
+        },
+        history_since,
+        billed_usd,
+        billed_requests,
+        by_day,
+        advisories: found,
+        calibrated,
+        state_written: changed,
+        notes,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        print!("{}", render(&report));
+    }
+    Ok(crate::exit::NONE)
 }

@@ -52,6 +52,96 @@ pub enum Command {
     /// Run the real gates over an in-memory repository and a virtual clock,
     /// and print the before/after tables (no network, no disk).
     Simulate(SimulateArgs),
+    /// Read the real bill from OpenAI's Admin API (key: OPENAI_ADMIN_KEY) and
+    /// set it beside what sentinel counted, day by day.
+    #[command(after_help = COSTS_AFTER)]
+    Costs(CostsArgs),
+}
+
+const COSTS_AFTER: &str = "\
+The key comes only from the environment: OPENAI_ADMIN_KEY, an organization
+admin key (an organization owner creates it under Settings > Organization >
+Admin keys), not a project API key. It is never printed.
+
+Advisories (kept in the state, shown by `sentinel stats`):
+  over-daily-budget  real spend on a UTC day above --daily-budget
+  estimate-too-low   real cost per call at least 2x what sentinel counted
+  unexpected-model   a model billed that sentinel did not use that day
+  foreign-calls      more requests billed than sentinel made that day
+
+Exit codes: 0 the bill was read (advisories or not), 20 busy (a tick holds
+the lock), 1 error (missing or refused key, Admin API down: try again later).";
+
+/// `sentinel costs`: the bill beside sentinel's own count.
+#[derive(Debug, Clone, Args)]
+pub struct CostsArgs {
+    #[command(flatten)]
+    pub state: StateArg,
+    /// The clone the default state path is relative to.
+    #[arg(long, env = "SENTINEL_REPO", value_name = "DIR", default_value = ".")]
+    pub repo: PathBuf,
+    /// UTC days to read, today included (1 to 60, the history sentinel keeps).
+    #[arg(
+        long,
+        env = "SENTINEL_COST_DAYS",
+        value_name = "N",
+        default_value_t = 7,
+        value_parser = clap::value_parser!(u32).range(1..=60)
+    )]
+    pub days: u32,
+    /// Print one JSON object on stdout.
+    #[arg(long, env = "SENTINEL_JSON", value_parser = clap::builder::BoolishValueParser::new())]
+    pub json: bool,
+    /// The Admin API base [default: OPENAI_ADMIN_BASE_URL, else https://api.openai.com/v1].
+    #[arg(long, env = "SENTINEL_ADMIN_URL", value_name = "URL")]
+    pub admin_url: Option<String>,
+    /// Only this OpenAI project's costs and usage (project_ids=); without it
+    /// the whole organization's bill is read.
+    #[arg(long, env = "OPENAI_PROJECT_ID", value_name = "ID")]
+    pub project_id: Option<String>,
+    /// Seconds one Admin API request may take.
+    #[arg(
+        long,
+        env = "SENTINEL_ADMIN_TIMEOUT",
+        value_name = "SECS",
+        default_value_t = 30,
+        value_parser = clap::value_parser!(u64).range(1..=600)
+    )]
+    pub admin_timeout: u64,
+    /// The time of the run, RFC 3339; today is its UTC day [default: the clock].
+    #[arg(long, env = "SENTINEL_NOW", value_name = "RFC3339", value_parser = parse_now)]
+    pub now: Option<DateTime<Utc>>,
+    /// The advisor's daily limit in USD, compared with the real spend of each day.
+    #[arg(
+        long,
+        env = "SENTINEL_DAILY_BUDGET",
+        value_name = "USD",
+        default_value_t = 2.0
+    )]
+    pub daily_budget: f64,
+    /// Store the measured real cost per call of models without a built-in
+    /// price; the budget counts it instead of --cost-per-call from then on.
+    #[arg(long, env = "SENTINEL_CALIBRATE", value_parser = clap::builder::BoolishValueParser::new())]
+    pub calibrate: bool,
+}
+
+impl CostsArgs {
+    /// The Admin API base: the flag (or SENTINEL_ADMIN_URL), else
+    /// OPENAI_ADMIN_BASE_URL, else OpenAI's.
+    pub fn admin_base(&self, get: impl Fn(&str) -> Option<String>) -> String {
+        self.admin_url
+            .clone()
+            .filter(|u| !u.trim().is_empty())
+            .or_else(|| get("OPENAI_ADMIN_BASE_URL").filter(|u| !u.trim().is_empty()))
+            .unwrap_or_else(|| "https://api.openai.com/v1".to_string())
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        if !(self.daily_budget.is_finite() && self.daily_budget >= 0.0) {
+            bail!("--daily-budget must be a number of USD, 0 or more");
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -273,6 +363,25 @@ pub struct TickArgs {
     /// The project's web address, for line links on the dashboard [default: CI_PROJECT_URL].
     #[arg(long, env = "SENTINEL_PROJECT_URL", value_name = "URL")]
     pub project_url: Option<String>,
+    /// What to do with an EVOLVE: only report it (off), or also commit the
+    /// model's proposed content to --sandbox-branch (patches).
+    #[arg(long, env = "SENTINEL_PROPOSE", value_enum, default_value = "off")]
+    pub propose: Propose,
+    /// The branch patches go to; never the watched branch, so sentinel's own
+    /// commits cannot wake it.
+    #[arg(
+        long,
+        env = "SENTINEL_SANDBOX_BRANCH",
+        value_name = "NAME",
+        default_value = "sentinel-sandbox"
+    )]
+    pub sandbox_branch: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Propose {
+    Off,
+    Patches,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -640,6 +749,19 @@ mod tests {
         let cmd = Cli::command();
         let tick = cmd.find_subcommand("tick").unwrap();
         for arg in tick.get_arguments() {
+            let id = arg.get_id().as_str();
+            if ["help", "version"].contains(&id) {
+                continue;
+            }
+            assert!(arg.get_env().is_some(), "--{id} has no env binding");
+        }
+    }
+
+    #[test]
+    fn every_costs_flag_has_an_env_binding() {
+        let cmd = Cli::command();
+        let costs = cmd.find_subcommand("costs").unwrap();
+        for arg in costs.get_arguments() {
             let id = arg.get_id().as_str();
             if ["help", "version"].contains(&id) {
                 continue;

@@ -6,6 +6,7 @@ pub mod exit;
 pub mod gate;
 pub mod http;
 pub mod llm;
+pub mod patch;
 pub mod publish;
 pub mod report;
 pub mod simulate;

@@ -135,6 +135,7 @@ fn skip() -> Attempt {
             action: Action::Skip,
             reason: "stable".into(),
             findings: Vec::new(),
+            content: None,
         },
         Some(Usage {
             prompt_tokens: 500,
@@ -181,6 +182,7 @@ fn config(now: DateTime<Utc>, batch: usize, trigger: Trigger) -> TickConfig {
         min_interval: Duration::seconds(30),
         codequality: None,
         web_url: None,
+        patches: false,
     }
 }
 

@@ -25,6 +25,7 @@ use crate::gate::wake::{self, Detail, Reason, Verdict, WakeInput};
 use crate::llm::client::{Action, AdviceRequest, Advisor, Finding, Outcome as CallOutcome};
 use crate::llm::prices::{self, Price};
 use crate::llm::protocol::{self, Circuit};
+use crate::patch::{self, Patcher};
 use crate::publish::{Publisher, WriteLog};
 use crate::report::dashboard;
 use crate::source::{Change, Entry, RequestCounts, Source, SourceError};
@@ -105,6 +106,8 @@ pub struct TickConfig {
     pub codequality: Option<PathBuf>,
     /// The project's web address, for line links on the dashboard.
     pub web_url: Option<String>,
+    /// Commit the advisor's proposed content to the sandbox branch.
+    pub patches: bool,
 }
 
 impl TickConfig {
@@ -314,7 +317,7 @@ pub fn run_in(
     advisor: Option<&mut dyn Advisor>,
     storage: &mut dyn Storage,
 ) -> Result<TickReport> {
-    run_full(cfg, source, advisor, storage, None)
+    run_full(cfg, source, advisor, storage, None, None)
 }
 
 /// Run one tick, and keep the dashboard in `publisher` when given.
@@ -324,7 +327,11 @@ pub fn run_full(
     mut advisor: Option<&mut dyn Advisor>,
     storage: &mut dyn Storage,
     publisher: Option<&mut dyn Publisher>,
+    mut patcher: Option<&mut dyn Patcher>,
 ) -> Result<TickReport> {
+    if !cfg.patches || cfg.dry_run {
+        patcher = None;
+    }
     if cfg.advisor.is_none() {
         advisor = None;
     }
@@ -474,6 +481,8 @@ pub fn run_full(
         cfg,
         reason: verdict.reason,
         forced,
+        patcher,
+        writes: Vec::new(),
         source,
         advisor,
         evidence: &evidence,
@@ -554,6 +563,8 @@ pub fn run_full(
             "stopped reading: {e}; the files not read wait in the backlog"
         ));
     }
+    work.retry_patches(&mut state);
+    let patch_writes = std::mem::take(&mut work.writes);
     let llm_calls = work.advisor.as_ref().map_or(0, |a| a.calls());
     state.llm.attempts += llm_calls;
     let mut slept = work
@@ -631,6 +642,7 @@ pub fn run_full(
         reported(&verdict),
         cfg.dry_run,
     );
+    report.writes = patch_writes;
     if !cfg.dry_run {
         // The dashboard goes first, so the hash saved with the state is the
         // hash of what was really published; a failure keeps the old hash
@@ -708,7 +720,7 @@ pub fn short_id(id: &str) -> &str {
     id.get(..7).unwrap_or(id)
 }
 
-struct Work<'a, 'b> {
+struct Work<'a, 'b, 'c> {
     cfg: &'a TickConfig,
     /// Why this tick woke.
     reason: Reason,
@@ -716,6 +728,9 @@ struct Work<'a, 'b> {
     forced: Option<String>,
     source: &'a mut dyn Source,
     advisor: Option<&'a mut (dyn Advisor + 'b)>,
+    patcher: Option<&'a mut (dyn Patcher + 'c)>,
+    /// Writes made while judging (patches), for the report.
+    writes: Vec<WriteLog>,
     evidence: &'a str,
     fresh: u64,
     reads: u64,
@@ -732,7 +747,7 @@ fn fatal(e: SourceError) -> Result<SourceError> {
     }
 }
 
-impl Work<'_, '_> {
+impl Work<'_, '_, '_> {
     /// Bring the remembered tree up to the head and return the files the
     /// wake is about. `settled` is false when the tree could not be learned.
     fn plan(
@@ -878,6 +893,7 @@ impl Work<'_, '_> {
                     r.content = None;
                     r.changed_ts = Some(self.cfg.now);
                     r.review = None;
+                    mark_stale(&mut state.llm.proposals, &e.path);
                     changed.modified.push(e.path.clone());
                 }
                 None => {
@@ -899,6 +915,58 @@ impl Work<'_, '_> {
             }
         }
         Ok(out)
+    }
+
+    /// Commit a proposal's pending content to the sandbox branch. A failure
+    /// keeps it pending for a later wake: one attempt per wake, no loop.
+    fn commit_patch(&mut self, path: &str, proposal: &mut Proposal) {
+        let (Some(patcher), Some(content)) =
+            (self.patcher.as_mut(), proposal.patch_pending.clone())
+        else {
+            return;
+        };
+        let message = format!("sentinel: proposed change to {path}\n\n{}", proposal.reason);
+        match patcher.commit(path, &content, &message) {
+            Ok(commit) => {
+                self.writes.push(WriteLog {
+                    kind: "patch",
+                    target: format!("{path} on {}", patcher.target()),
+                    ok: true,
+                    detail: format!("commit {commit}"),
+                });
+                proposal.patch_commit = Some(commit);
+                proposal.patch_pending = None;
+            }
+            Err(why) => self.writes.push(WriteLog {
+                kind: "patch",
+                target: format!("{path} on {}", patcher.target()),
+                ok: false,
+                detail: why,
+            }),
+        }
+    }
+
+    /// Try again the patches whose commit failed on an earlier wake.
+    fn retry_patches(&mut self, state: &mut State) {
+        let pending: Vec<String> = state
+            .llm
+            .proposals
+            .iter()
+            .filter(|(_, p)| p.patch_pending.is_some() && p.patch_commit.is_none() && !p.stale)
+            .map(|(path, _)| path.clone())
+            .filter(|path| {
+                !self
+                    .writes
+                    .iter()
+                    .any(|w| w.target.starts_with(path.as_str()))
+            })
+            .collect();
+        for path in pending {
+            if let Some(mut p) = state.llm.proposals.remove(&path) {
+                self.commit_patch(&path, &mut p);
+                state.llm.proposals.insert(path, p);
+            }
+        }
     }
 
     /// Grade the file's open watch if its window elapsed or an incident
@@ -1141,11 +1209,21 @@ impl Work<'_, '_> {
         bytes: Option<Vec<u8>>,
     ) -> Result<(Outcome, String, Option<Vec<Finding>>)> {
         let now = self.cfg.now;
-        let settings = self
+        let mut settings = self
             .cfg
             .advisor
             .clone()
             .expect("consulted only with an advisor");
+        // A model without a price counts the real cost per call measured by
+        // `sentinel costs --calibrate`, once there is one.
+        if settings.price.is_none()
+            && let Some(real) = self
+                .advisor
+                .as_ref()
+                .and_then(|a| state.llm.calibrated.get(a.model()))
+        {
+            settings.per_call = *real;
+        }
         if ask.facts.chars > self.cfg.max_file_bytes {
             return Ok((
                 Outcome::TooLarge,
@@ -1221,6 +1299,7 @@ impl Work<'_, '_> {
             ));
         };
         let content = String::from_utf8_lossy(&bytes);
+        let model = advisor.model().to_string();
         let call = advisor.ask(
             &AdviceRequest {
                 path: ask.path,
@@ -1245,21 +1324,42 @@ impl Work<'_, '_> {
             (None, _) if answered => budget::settle(&mut state.llm.budget, reserve, true, now),
             (None, _) => {}
         }
+        crate::gate::costs::record(
+            &mut state.llm.days,
+            &state.llm.budget,
+            &model,
+            u64::from(call.attempts),
+        );
         Ok(match call.outcome {
             CallOutcome::Answered(answer) => {
                 state.llm.circuit = None;
                 match answer.action {
                     Action::Skip => (Outcome::LlmSkip, answer.reason, None),
                     Action::Evolve => {
-                        state.llm.proposals.insert(
-                            ask.path.to_string(),
-                            Proposal {
-                                fingerprint: ask.fingerprint.to_string(),
-                                reason: answer.reason.clone(),
-                                findings: answer.findings.clone(),
-                                ts: now,
-                            },
-                        );
+                        let mut proposal = Proposal {
+                            fingerprint: ask.fingerprint.to_string(),
+                            reason: answer.reason.clone(),
+                            findings: answer.findings.clone(),
+                            ts: now,
+                            stale: false,
+                            patch_commit: None,
+                            patch_pending: None,
+                        };
+                        if let (Some(content), true) = (&answer.content, self.patcher.is_some()) {
+                            match patch::validate(&bytes, content, self.cfg.max_file_bytes) {
+                                Ok(()) => {
+                                    proposal.patch_pending = Some(content.clone());
+                                    self.commit_patch(ask.path, &mut proposal);
+                                }
+                                Err(why) => self.writes.push(WriteLog {
+                                    kind: "patch",
+                                    target: ask.path.to_string(),
+                                    ok: false,
+                                    detail: format!("not committed: {why}"),
+                                }),
+                            }
+                        }
+                        state.llm.proposals.insert(ask.path.to_string(), proposal);
                         (Outcome::Evolve, answer.reason, Some(answer.findings))
                     }
                 }
@@ -1468,6 +1568,15 @@ fn new_record(blob: &str, now: DateTime<Utc>) -> FileRecord {
     }
 }
 
+/// The file changed on the watched branch: its proposal no longer applies
+/// as it stands, and a content not yet committed is dropped.
+fn mark_stale(proposals: &mut BTreeMap<String, Proposal>, path: &str) {
+    if let Some(p) = proposals.get_mut(path) {
+        p.stale = true;
+        p.patch_pending = None;
+    }
+}
+
 /// Paths that changed between the remembered tree and the new one.
 #[derive(Debug, Default)]
 struct Changed {
@@ -1489,6 +1598,7 @@ fn apply_changes(state: &mut State, changes: Vec<Change>, now: DateTime<Utc>) ->
                         r.content = None;
                         r.changed_ts = Some(now);
                         r.review = None;
+                        mark_stale(&mut state.llm.proposals, &path);
                     }
                     changed.modified.push(path);
                 }

@@ -33,6 +33,7 @@ fn cfg(dir: &Path, now: DateTime<Utc>) -> TickConfig {
         min_interval: Duration::seconds(30),
         codequality: None,
         web_url: None,
+        patches: false,
     }
 }
 
@@ -563,6 +564,7 @@ mod advisor {
                 action: crate::llm::client::Action::Skip,
                 reason: "fine as it is".into(),
                 findings: vec![],
+                content: None,
             },
             Some(Usage {
                 prompt_tokens: 1_000,
@@ -754,6 +756,7 @@ mod advisor {
                             severity: crate::llm::client::Severity::Major,
                             message: "validate".into(),
                         }],
+                        content: None,
                     },
                     None,
                 ))

@@ -8,8 +8,12 @@ mod util;
 
 #[path = "e2e/advisor.rs"]
 mod advisor;
+#[path = "e2e/costs.rs"]
+mod costs;
 #[path = "e2e/dashboard.rs"]
 mod dashboard;
+#[path = "e2e/patches.rs"]
+mod patches;
 #[path = "e2e/scheduler.rs"]
 mod scheduler;
 #[path = "e2e/templates.rs"]

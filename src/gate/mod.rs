@@ -3,6 +3,7 @@
 pub mod admission;
 pub mod autonomy;
 pub mod budget;
+pub mod costs;
 pub mod deps;
 pub mod lifecycle;
 pub mod novelty;

@@ -26,6 +26,11 @@ Answer with one JSON object and nothing else, exactly of this shape: \
 \"severity\":\"info\"|\"minor\"|\"major\"|\"critical\"|\"blocker\",\"message\":string}]}. \
 Use an empty findings array when there is nothing to report.";
 
+/// Added to the system prompt with `--propose patches`.
+pub const PATCH_PROMPT: &str = "\
+With EVOLVE, also give the file's complete new content as a string in \"content\"; \
+change only this file.";
+
 /// A secret that never prints itself.
 #[derive(Clone)]
 pub struct ApiKey(String);
@@ -52,6 +57,8 @@ pub struct OpenAiConfig {
     pub max_tokens: u64,
     /// Record waits instead of sleeping (tests).
     pub fake_sleep: bool,
+    /// Ask for the full new content with an EVOLVE (`--propose patches`).
+    pub patches: bool,
 }
 
 /// What the advisor is asked about one file.
@@ -95,6 +102,9 @@ pub struct Answer {
     pub action: Action,
     pub reason: String,
     pub findings: Vec<Finding>,
+    /// With `--propose patches`: the file's full new content for an EVOLVE.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
 }
 
 /// How one `ask` ended, after the retries its error class allows.
@@ -193,11 +203,16 @@ impl OpenAiAdvisor {
         // Reasoning models take `max_completion_tokens` and no temperature.
         let reasoning = self.cfg.model.starts_with('o')
             && self.cfg.model[1..].starts_with(|c: char| c.is_ascii_digit());
+        let system = if self.cfg.patches {
+            format!("{SYSTEM_PROMPT} {PATCH_PROMPT}")
+        } else {
+            SYSTEM_PROMPT.to_string()
+        };
         let mut body = serde_json::json!({
             "model": self.cfg.model,
             "response_format": {"type": "json_object"},
             "messages": [
-                {"role": "system", "content": SYSTEM_PROMPT},
+                {"role": "system", "content": system},
                 {"role": "user", "content": user},
             ],
         });

@@ -1,5 +1,6 @@
 //! The LLM advisor's pure parts: how provider errors are classified and retried, and what calls cost.
 
+pub mod admin;
 pub mod client;
 pub mod prices;
 pub mod protocol;

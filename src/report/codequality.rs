@@ -101,6 +101,9 @@ mod tests {
             reason: "unchecked input".into(),
             findings,
             ts: "2026-06-16T00:00:00Z".parse().unwrap(),
+            stale: false,
+            patch_commit: None,
+            patch_pending: None,
         }
     }
 

@@ -177,6 +177,9 @@ mod tests {
                     },
                 ],
                 ts: now(),
+                stale: false,
+                patch_commit: None,
+                patch_pending: None,
             },
         );
         let page = render(&state, Some("https://gitlab.example.com/g/p/"), now());

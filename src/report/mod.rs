@@ -1,6 +1,7 @@
 //! What sentinel prints: the one-line tick verdict, the stats tables and `explain`.
 
 pub mod codequality;
+pub mod costs;
 pub mod dashboard;
 pub mod explain;
 pub mod stats;

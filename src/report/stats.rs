@@ -104,6 +104,16 @@ pub struct Stats {
     pub autonomy: AutonomyStats,
     /// Lifetime count of each outcome (pending excluded).
     pub outcomes: BTreeMap<String, u64>,
+    /// What `sentinel costs` found in the real bill.
+    pub bill: BillStats,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BillStats {
+    /// The advisories kept in the state (the last 50), oldest day first.
+    pub advisories: Vec<crate::gate::costs::Advisory>,
+    /// Measured real cost per call of models without a price (`costs --calibrate`).
+    pub calibrated: BTreeMap<String, f64>,
 }
 
 fn ratio(part: u64, whole: u64) -> Option<f64> {
@@ -169,6 +179,10 @@ pub fn compute(state: &State, unsaved: u64, now: DateTime<Utc>, daily_budget: f6
             last_admission: state.autonomy.last_reason.clone(),
             lifetime: state.autonomy.lifetime,
             triggers: state.autonomy_triggers.len() as u64,
+        },
+        bill: BillStats {
+            advisories: state.llm.advisories.clone(),
+            calibrated: state.llm.calibrated.clone(),
         },
     }
 }
@@ -348,7 +362,26 @@ pub fn render(s: &Stats) -> String {
         table("observations", obs),
         table("lifecycle and reviews", life),
         table("autonomy", auto)
-    )
+    ) + &bill_table(&s.bill)
+}
+
+/// The advisories of `sentinel costs` and the calibrated costs, when there are any.
+fn bill_table(b: &BillStats) -> String {
+    let mut rows: Vec<(String, String)> = b
+        .advisories
+        .iter()
+        .map(|a| (a.kind.clone(), a.message.clone()))
+        .collect();
+    for (model, per_call) in &b.calibrated {
+        rows.push((
+            format!("calibrated {model}"),
+            format!("{} per call", crate::gate::costs::usd(*per_call)),
+        ));
+    }
+    if rows.is_empty() {
+        return String::new();
+    }
+    format!("{}\n", table("the bill (sentinel costs)", rows))
 }
 
 /// The counters in the Prometheus text format, for the node-exporter

@@ -193,6 +193,15 @@ pub struct Proposal {
     #[serde(default)]
     pub findings: Vec<crate::llm::client::Finding>,
     pub ts: DateTime<Utc>,
+    /// The file changed on the watched branch since: the proposal is stale.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stale: bool,
+    /// The sandbox commit that carries the proposed content.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patch_commit: Option<String>,
+    /// Proposed content whose commit failed; tried again on a later wake.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patch_pending: Option<String>,
 }
 
 /// The advisor's memory: its circuit, its budget, its open proposals.
@@ -211,6 +220,15 @@ pub struct LlmState {
     pub attempts: u64,
     #[serde(default)]
     pub proposals: BTreeMap<String, Proposal>,
+    /// What the advisor counted per UTC day, the last 60 days (`sentinel costs`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub days: BTreeMap<chrono::NaiveDate, crate::gate::costs::DaySpend>,
+    /// What `sentinel costs` found in the bill, the last 50.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub advisories: Vec<crate::gate::costs::Advisory>,
+    /// Real cost per call of models without a price (`sentinel costs --calibrate`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub calibrated: BTreeMap<String, f64>,
     /// Hash of the dashboard as last published (without its health line).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dashboard_hash: Option<String>,

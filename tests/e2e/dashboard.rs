@@ -35,7 +35,8 @@ fn a_day_of_dashboard_edits_causes_no_wake_of_its_own() {
     let mut codes = Vec::new();
     for tick in 0..720 {
         if tick == 360 {
-            sb.repo.write(&format!("{WATCHED}/b.js"), "// b.js\nmodule.exports = 2;\n");
+            sb.repo
+                .write(&format!("{WATCHED}/b.js"), "// b.js\nmodule.exports = 2;\n");
             sb.repo.commit("change b at noon");
         }
         let out = sb
@@ -72,9 +73,10 @@ fn the_dashboard_is_edited_only_when_the_proposals_change() {
     assert_eq!(r["writes"][0]["kind"], "dashboard");
     assert_eq!(r["writes"][0]["detail"], "created issue #1");
     let page = gl.issues()[0]["description"].as_str().unwrap().to_string();
-    assert!(page.contains(
-        "[L1](https://gitlab.example.com/group/project/-/blob/"
-    ), "{page}");
+    assert!(
+        page.contains("[L1](https://gitlab.example.com/group/project/-/blob/"),
+        "{page}"
+    );
     // A new finding on the next change: one edit.
     ai.answer_always(Reply::evolve(
         "second",
@@ -85,7 +87,12 @@ fn the_dashboard_is_edited_only_when_the_proposals_change() {
     let r = api_advised_tick(&sb, &api, &ai, 2, 12);
     assert_eq!(r["writes"][0]["detail"], "updated issue #1");
     assert_eq!(gl.issues()[0]["edits"], 1);
-    assert!(gl.issues()[0]["description"].as_str().unwrap().contains("second finding"));
+    assert!(
+        gl.issues()[0]["description"]
+            .as_str()
+            .unwrap()
+            .contains("second finding")
+    );
 }
 
 #[test]
@@ -111,7 +118,10 @@ fn without_the_api_scope_the_tick_says_so_and_carries_on() {
     );
     assert_eq!(r["state_written"], true);
     // Tried again on the next wake, not in a loop within the tick.
-    assert_eq!(gl.requests_to(crate::util::gitlab::Endpoint::Issues).len(), 1);
+    assert_eq!(
+        gl.requests_to(crate::util::gitlab::Endpoint::Issues).len(),
+        1
+    );
 }
 
 #[test]

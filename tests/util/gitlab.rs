@@ -113,6 +113,10 @@ pub enum Endpoint {
     Issues,
     /// `PUT /projects/:id/issues/:iid` (the dashboard).
     Issue,
+    /// `GET /projects/:id/repository/branches/:name` (patches).
+    Branch,
+    /// `POST /projects/:id/repository/commits` (patches).
+    CreateCommit,
     /// Anything else (answered 404 like GitLab's router).
     Unknown,
 }
@@ -592,6 +596,7 @@ fn route(segments: &[String]) -> Endpoint {
         ["api", "v4", "projects", _, "issues", _] => Endpoint::Issue,
         ["api", "v4", "projects", _, "repository", ref rest @ ..] => match rest {
             ["commits"] => Endpoint::Commits,
+            ["branches", _] => Endpoint::Branch,
             ["commits", _] => Endpoint::Commit,
             ["commits", _, "diff"] => Endpoint::CommitDiff,
             ["tree"] => Endpoint::Tree,
@@ -614,8 +619,9 @@ impl Shared {
         if call.endpoint == Endpoint::Unknown {
             return Response::error(404, "404-route.json");
         }
-        let issue_write = matches!(call.endpoint, Endpoint::Issues | Endpoint::Issue)
-            && matches!(call.req.method.as_str(), "POST" | "PUT");
+        let issue_write = (matches!(call.endpoint, Endpoint::Issues | Endpoint::Issue)
+            && matches!(call.req.method.as_str(), "POST" | "PUT"))
+            || (call.endpoint == Endpoint::Commits && call.req.method == "POST");
         if !matches!(call.req.method.as_str(), "GET" | "HEAD") && !issue_write {
             return Response::error(404, "404-route.json");
         }
@@ -641,7 +647,10 @@ impl Shared {
                     vec![("web_url", json!(format!("{}/{PROJECT}", self.origin)))],
                 ),
             ),
+            Endpoint::Commits if call.req.method == "POST" => self.create_commit(call),
             Endpoint::Commits => self.commits(call),
+            Endpoint::Branch => self.branch(call),
+            Endpoint::CreateCommit => unreachable!("routed as Commits"),
             Endpoint::Commit => self.commit(call),
             Endpoint::CommitDiff => self.commit_diff(call),
             Endpoint::Tree => self.tree(call),
@@ -650,6 +659,70 @@ impl Shared {
             Endpoint::File | Endpoint::FileRaw => self.file(call),
             Endpoint::Issues | Endpoint::Issue => self.issues(call),
             Endpoint::Unknown => unreachable!(),
+        }
+    }
+
+    /// A branch exists or not (the sandbox branch of patches).
+    fn branch(&self, call: &Call<'_>) -> Response {
+        let name = &call.segments[6];
+        let found = self
+            .git
+            .cmd()
+            .args(["rev-parse", "--verify", "-q", &format!("refs/heads/{name}")])
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false);
+        if found {
+            Response::json(200, &json!({ "name": name }))
+        } else {
+            Response::error(404, "404-route.json")
+        }
+    }
+
+    /// One commit with `update` actions on `branch`, created from
+    /// `start_branch` when missing: done with sentinel's own plumbing on the
+    /// backing repository, so the watched branch never moves.
+    fn create_commit(&self, call: &Call<'_>) -> Response {
+        let body: Value = serde_json::from_slice(&lock(&self.body)).unwrap_or(Value::Null);
+        let branch = body["branch"].as_str().unwrap_or("").to_string();
+        let exists = self
+            .git
+            .cmd()
+            .args([
+                "rev-parse",
+                "--verify",
+                "-q",
+                &format!("refs/heads/{branch}"),
+            ])
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false);
+        let base = match (exists, body["start_branch"].as_str()) {
+            (true, _) => branch.clone(),
+            (false, Some(start)) => start.to_string(),
+            (false, None) => {
+                return Response::json(400, &json!({"message": "branch does not exist"}));
+            }
+        };
+        let mut patcher = sentinel::patch::GitBranch {
+            repo: self.git.root.clone(),
+            base,
+            branch,
+        };
+        let message = body["commit_message"].as_str().unwrap_or("").to_string();
+        let mut last = None;
+        for action in body["actions"].as_array().cloned().unwrap_or_default() {
+            let path = action["file_path"].as_str().unwrap_or("");
+            let content = action["content"].as_str().unwrap_or("");
+            match sentinel::patch::Patcher::commit(&mut patcher, path, content, &message) {
+                Ok(id) => last = Some(id),
+                Err(e) => return Response::json(400, &json!({ "message": e })),
+            }
+        }
+        let _ = call;
+        match last {
+            Some(id) => Response::json(201, &json!({ "id": id })),
+            None => Response::json(400, &json!({"message": "no actions"})),
         }
     }
 
@@ -662,7 +735,11 @@ impl Shared {
                 let label = call.param("labels").unwrap_or("");
                 let found: Vec<Value> = issues
                     .iter()
-                    .filter(|i| i["labels"].as_array().is_some_and(|l| l.iter().any(|x| x == label)))
+                    .filter(|i| {
+                        i["labels"]
+                            .as_array()
+                            .is_some_and(|l| l.iter().any(|x| x == label))
+                    })
                     .cloned()
                     .collect();
                 Response::json(200, &Value::Array(found))

@@ -5,6 +5,7 @@
 
 #![allow(dead_code)]
 
+pub mod admin;
 pub mod gitlab;
 pub mod http;
 pub mod openai;

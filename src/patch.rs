@@ -1,0 +1,260 @@
+//! Opt-in patches: the advisor's proposed content, committed to a sandbox
+//! branch. sentinel watches another branch, so its own commits can never
+//! wake it: the echo loop is closed by structure.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::source::gitlab::{GitLabConfig, encode};
+
+/// The default sandbox branch.
+pub const SANDBOX: &str = "sentinel-sandbox";
+
+pub trait Patcher {
+    /// Commit `content` as the new `path` on the sandbox branch; the commit
+    /// id, or why not (reported, and tried again on a later wake).
+    fn commit(&mut self, path: &str, content: &str, message: &str) -> Result<String, String>;
+    /// Where patches go, for the write log.
+    fn target(&self) -> String;
+}
+
+/// Check a proposed content before it is committed.
+pub fn validate(current: &[u8], proposed: &str, limit: u64) -> Result<(), String> {
+    if proposed.len() as u64 > limit {
+        return Err(format!(
+            "the proposed content is {} bytes, over --max-file-bytes {limit}",
+            proposed.len()
+        ));
+    }
+    if proposed.as_bytes() == current {
+        return Err("the proposed content is identical to the file".into());
+    }
+    if proposed.contains('\0') {
+        return Err("the proposed content holds NUL bytes".into());
+    }
+    Ok(())
+}
+
+/// A local clone: a commit on the sandbox branch made with plumbing, so the
+/// working tree, the index and the watched branch are never touched.
+pub struct GitBranch {
+    pub repo: PathBuf,
+    /// The watched revision, the sandbox branch's start.
+    pub base: String,
+    pub branch: String,
+}
+
+impl GitBranch {
+    fn git(
+        &self,
+        args: &[&str],
+        index: Option<&std::path::Path>,
+        input: Option<&[u8]>,
+    ) -> Result<String, String> {
+        let mut cmd = Command::new("git");
+        cmd.arg("-C").arg(&self.repo).args(args);
+        for var in ["GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"] {
+            cmd.env_remove(var);
+        }
+        if let Some(index) = index {
+            cmd.env("GIT_INDEX_FILE", index);
+        }
+        cmd.env("GIT_AUTHOR_NAME", "sentinel")
+            .env("GIT_AUTHOR_EMAIL", "sentinel@localhost")
+            .env("GIT_COMMITTER_NAME", "sentinel")
+            .env("GIT_COMMITTER_EMAIL", "sentinel@localhost")
+            .env("LC_ALL", "C")
+            .stdin(if input.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().map_err(|e| format!("could not run git: {e}"))?;
+        if let (Some(data), Some(mut stdin)) = (input, child.stdin.take()) {
+            stdin
+                .write_all(data)
+                .map_err(|e| format!("could not feed git: {e}"))?;
+        }
+        let out = child
+            .wait_with_output()
+            .map_err(|e| format!("git failed: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "git {} failed: {}",
+                args[0],
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    }
+}
+
+impl Patcher for GitBranch {
+    fn commit(&mut self, path: &str, content: &str, message: &str) -> Result<String, String> {
+        let reference = format!("refs/heads/{}", self.branch);
+        let previous = self
+            .git(&["rev-parse", "--verify", "-q", &reference], None, None)
+            .ok();
+        let parent = match &previous {
+            Some(p) => p.clone(),
+            None => self.git(
+                &[
+                    "rev-parse",
+                    "--verify",
+                    &format!("{}^{{commit}}", self.base),
+                ],
+                None,
+                None,
+            )?,
+        };
+        let blob = self.git(
+            &["hash-object", "-w", "--stdin"],
+            None,
+            Some(content.as_bytes()),
+        )?;
+        // A private index, so the clone's own index is never touched; read-tree
+        // creates it.
+        let index_path =
+            std::env::temp_dir().join(format!("sentinel-index-{}-{}", std::process::id(), blob));
+        let result = (|| {
+            self.git(&["read-tree", &parent], Some(&index_path), None)?;
+            self.git(
+                &[
+                    "update-index",
+                    "--add",
+                    "--cacheinfo",
+                    &format!("100644,{blob},{path}"),
+                ],
+                Some(&index_path),
+                None,
+            )?;
+            let tree = self.git(&["write-tree"], Some(&index_path), None)?;
+            let commit = self.git(
+                &["commit-tree", &tree, "-p", &parent, "-m", message],
+                None,
+                None,
+            )?;
+            let old = previous.clone().unwrap_or_else(|| "0".repeat(40));
+            self.git(&["update-ref", &reference, &commit, &old], None, None)?;
+            Ok(commit)
+        })();
+        let _ = std::fs::remove_file(&index_path);
+        result
+    }
+
+    fn target(&self) -> String {
+        format!("branch {} of {}", self.branch, self.repo.display())
+    }
+}
+
+/// GitLab: one commit through the commits API, creating the sandbox branch
+/// from the watched one when it does not exist yet.
+pub struct GitLabBranch {
+    agent: ureq::Agent,
+    cfg: GitLabConfig,
+    pub branch: String,
+}
+
+impl GitLabBranch {
+    pub fn new(cfg: GitLabConfig, branch: String) -> Result<GitLabBranch, String> {
+        let agent = crate::http::agent(
+            cfg.timeout.max(Duration::from_secs(1)),
+            cfg.ca_file.as_deref(),
+        )?;
+        Ok(GitLabBranch { agent, cfg, branch })
+    }
+
+    fn url(&self, rest: &str) -> String {
+        format!(
+            "{}/projects/{}/{rest}",
+            self.cfg.base.trim_end_matches('/'),
+            encode(&self.cfg.project)
+        )
+    }
+}
+
+impl Patcher for GitLabBranch {
+    fn commit(&mut self, path: &str, content: &str, message: &str) -> Result<String, String> {
+        let token = self.cfg.token.as_ref().map(|t| t.expose().to_string());
+        let mut get = self
+            .agent
+            .get(&self.url(&format!("repository/branches/{}", encode(&self.branch))));
+        if let Some(t) = &token {
+            get = get.header("PRIVATE-TOKEN", t);
+        }
+        let exists = match get.call() {
+            Ok(r) if r.status().as_u16() == 200 => true,
+            Ok(r) if r.status().as_u16() == 404 => false,
+            Ok(r) => {
+                return Err(format!(
+                    "GitLab answered the branch lookup with {}",
+                    r.status().as_u16()
+                ));
+            }
+            Err(e) => return Err(crate::http::transport_message(&e)),
+        };
+        let mut body = serde_json::json!({
+            "branch": self.branch,
+            "commit_message": message,
+            "actions": [{"action": "update", "file_path": path, "content": content}],
+        });
+        if !exists {
+            body["start_branch"] = self.cfg.branch.clone().into();
+        }
+        let mut post = self.agent.post(&self.url("repository/commits"));
+        if let Some(t) = &token {
+            post = post.header("PRIVATE-TOKEN", t);
+        }
+        let mut r = post
+            .header("Content-Type", "application/json")
+            .send(body.to_string())
+            .map_err(|e| crate::http::transport_message(&e))?;
+        let status = r.status().as_u16();
+        let answer: serde_json::Value = r
+            .body_mut()
+            .with_config()
+            .limit(4 << 20)
+            .read_to_vec()
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or(serde_json::Value::Null);
+        match status {
+            200..=299 => Ok(answer["id"].as_str().unwrap_or("committed").to_string()),
+            401 | 403 => Err(format!(
+                "GitLab refused the patch ({status}): committing needs a token with the api scope and Developer access"
+            )),
+            s => Err(format!(
+                "GitLab refused the patch ({s}{}); tried again on a later wake",
+                answer["message"]
+                    .as_str()
+                    .map(|m| format!(": {m}"))
+                    .unwrap_or_default()
+            )),
+        }
+    }
+
+    fn target(&self) -> String {
+        format!("branch {} of project {}", self.branch, self.cfg.project)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_proposal_is_validated_before_it_is_committed() {
+        assert!(validate(b"a", "b", 10).is_ok());
+        assert!(validate(b"a", "a", 10).unwrap_err().contains("identical"));
+        assert!(
+            validate(b"a", "0123456789ab", 10)
+                .unwrap_err()
+                .contains("over")
+        );
+        assert!(validate(b"a", "x\0y", 10).unwrap_err().contains("NUL"));
+    }
+}
