@@ -243,7 +243,8 @@ pub struct SourceArgs {
 }
 
 /// Variables that GitLab CI (or the user) sets, read once by the shell.
-#[derive(Debug, Clone, Default)]
+/// Its `Debug` never shows the secrets (see below).
+#[derive(Clone, Default)]
 pub struct Environment {
     pub ci_api_v4_url: Option<String>,
     pub ci_project_id: Option<String>,
@@ -254,6 +255,23 @@ pub struct Environment {
     pub token: Option<String>,
     pub openai_api_key: Option<String>,
     pub ssl_cert_file: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for Environment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let secret = |v: &Option<String>| v.as_ref().map(|_| "***");
+        f.debug_struct("Environment")
+            .field("ci_api_v4_url", &self.ci_api_v4_url)
+            .field("ci_project_id", &self.ci_project_id)
+            .field("ci_default_branch", &self.ci_default_branch)
+            .field("ci_job_token_set", &self.ci_job_token_set)
+            .field("ci_pipeline_source", &self.ci_pipeline_source)
+            .field("ci_project_url", &self.ci_project_url)
+            .field("token", &secret(&self.token))
+            .field("openai_api_key", &secret(&self.openai_api_key))
+            .field("ssl_cert_file", &self.ssl_cert_file)
+            .finish()
+    }
 }
 
 impl Environment {

@@ -1375,7 +1375,9 @@ impl Work<'_, '_, '_> {
                     .entry(class.as_str().to_string())
                     .or_default() += 1;
                 if let Some(until) = hold_until {
-                    state.llm.circuit = Some(Circuit::new(class, reason.clone(), until));
+                    let mut circuit = Circuit::new(class, reason.clone(), until);
+                    circuit.opened = Some(now);
+                    state.llm.circuit = Some(circuit);
                 }
                 let outcome = if class == protocol::Class::BadResponse {
                     Outcome::BadResponse

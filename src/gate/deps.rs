@@ -508,8 +508,15 @@ fn lex_python(s: &str) -> Vec<PyTok<'_>> {
             _ if c.is_ascii_whitespace() => i += 1,
             b'#' => i = line_end(b, i),
             b'\\' => {
-                // Line continuation: the newline it escapes is not a statement end.
-                i += if b.get(i + 1) == Some(&b'\r') { 3 } else { 2 };
+                // Line continuation: the newline it escapes is not a statement
+                // end. Step over whole characters: a multibyte one may follow.
+                i += 1;
+                if b.get(i) == Some(&b'\r') {
+                    i += 1;
+                }
+                if let Some(ch) = s.get(i..).and_then(|rest| rest.chars().next()) {
+                    i += ch.len_utf8();
+                }
             }
             b'\'' | b'"' => {
                 i = skip_python_string(b, i);

@@ -396,10 +396,22 @@ fn failure_reason(f: &Failure) -> String {
                 #[serde(default, rename = "type")]
                 kind: Option<String>,
             }
+            // Only something shaped like an error code is quoted: a provider
+            // or a proxy may put anything there, the key included.
+            let code_like = |c: &String| {
+                !c.is_empty()
+                    && c.len() <= 64
+                    && c.bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+            };
             match serde_json::from_str::<Envelope>(body) {
                 Ok(e) => format!(
                     "HTTP {status} {}",
-                    e.error.code.or(e.error.kind).unwrap_or_default()
+                    e.error
+                        .code
+                        .filter(code_like)
+                        .or(e.error.kind.filter(code_like))
+                        .unwrap_or_default()
                 )
                 .trim_end()
                 .to_string(),

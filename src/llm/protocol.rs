@@ -306,6 +306,9 @@ pub struct Circuit {
     pub reason: String,
     pub until: DateTime<Utc>,
     pub advice: String,
+    /// When it opened: a clock that went back before it must not stretch it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opened: Option<DateTime<Utc>>,
 }
 
 impl Circuit {
@@ -316,6 +319,7 @@ impl Circuit {
             reason: reason.into(),
             until,
             advice: advice(class).to_owned(),
+            opened: None,
         }
     }
 }
@@ -324,7 +328,14 @@ impl Circuit {
 /// (the clock went backwards, or the state was edited) counts as closed, so a bad
 /// clock can never hold the provider forever.
 pub fn is_open(c: &Circuit, now: DateTime<Utc>) -> bool {
-    now < c.until && c.until - now <= MAX_HOLD
+    if now >= c.until {
+        return false;
+    }
+    match c.opened {
+        // Never longer than the hold it was opened with, counted from now.
+        Some(opened) if opened <= c.until => c.until - now <= c.until - opened,
+        _ => c.until - now <= MAX_HOLD,
+    }
 }
 
 /// The first 00:00 UTC strictly after `now` (exactly midnight holds a full day).

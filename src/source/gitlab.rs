@@ -293,7 +293,14 @@ impl GitLabSource {
         let link_next = if (300..400).contains(&status) {
             header("location")
         } else {
-            header("link").and_then(|l| next_link(&l))
+            // Several `Link` headers are one comma-separated list.
+            let links: Vec<&str> = response
+                .headers()
+                .get_all("link")
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .collect();
+            next_link(&links.join(","))
         };
         let blob_id = header("x-gitlab-blob-id");
         let retry_after = header("retry-after");
@@ -353,8 +360,17 @@ impl GitLabSource {
         }
     }
 
+    /// Text from a peer with the token taken out: a proxy or a server may
+    /// echo it back, and nothing sentinel prints may carry it.
+    fn redact(&self, text: &str) -> String {
+        match &self.cfg.token {
+            Some(t) if !t.expose().is_empty() => text.replace(t.expose(), "***"),
+            _ => text.to_string(),
+        }
+    }
+
     fn status_error(&self, kind: Kind, reply: &Reply) -> SourceError {
-        let message = gitlab_message(&reply.body);
+        let message = self.redact(&gitlab_message(&reply.body));
         let what = self.describe(kind);
         match reply.status {
             401 => SourceError::Config(format!(
@@ -393,7 +409,7 @@ impl GitLabSource {
             SourceError::Unavailable(format!(
                 "GitLab's answer to {} is not the expected JSON ({e}; it starts with `{}`)",
                 self.describe(kind),
-                preview(&reply.body)
+                self.redact(&preview(&reply.body))
             ))
         })?;
         let next = reply
