@@ -14,6 +14,10 @@ mod costs;
 mod dashboard;
 #[path = "e2e/patches.rs"]
 mod patches;
+#[path = "e2e/properties.rs"]
+mod properties;
+#[path = "e2e/reliability.rs"]
+mod reliability;
 #[path = "e2e/scheduler.rs"]
 mod scheduler;
 #[path = "e2e/templates.rs"]

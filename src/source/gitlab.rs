@@ -409,7 +409,10 @@ impl GitLabSource {
             SourceError::Unavailable(format!(
                 "GitLab's answer to {} is not the expected JSON ({e}; it starts with `{}`)",
                 self.describe(kind),
-                self.redact(&preview(&reply.body))
+                preview(
+                    self.redact(&String::from_utf8_lossy(&reply.body))
+                        .as_bytes()
+                )
             ))
         })?;
         let next = reply
@@ -436,6 +439,60 @@ impl GitLabSource {
             .filter(|b| is_object_id(b))
             .ok_or_else(|| SourceError::Unavailable(format!("GitLab sent no blob id for `{path}`")))
     }
+}
+
+/// The most pages one listing follows: 5,000 × 100 entries is far beyond
+/// any repository sentinel can remember (`--max-files`).
+const MAX_PAGES: usize = 5_000;
+
+/// Pagination that cannot loop: a page seen before, an empty page that still
+/// names a next one, or too many pages end the listing as failed.
+#[derive(Default)]
+struct Pages {
+    seen: std::collections::HashSet<String>,
+}
+
+impl Pages {
+    fn visit(&mut self, url: &str) -> Result<(), SourceError> {
+        if self.seen.len() >= MAX_PAGES {
+            return Err(SourceError::Unavailable(format!(
+                "GitLab's pagination went past {MAX_PAGES} pages; stopped"
+            )));
+        }
+        if !self.seen.insert(url.to_string()) {
+            return Err(SourceError::Unavailable(
+                "GitLab's next page links back to a page already read; stopped".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    fn check(&self, empty: bool, has_next: bool) -> Result<(), SourceError> {
+        if empty && has_next {
+            return Err(SourceError::Unavailable(
+                "GitLab sent an empty page that still names a next one; stopped".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The git object id of `bytes` as a blob: SHA-1 (40 hex) or SHA-256 (64 hex).
+fn git_blob_id(bytes: &[u8], hex_len: usize) -> String {
+    use sha2::Digest as _;
+    let header = format!("blob {}\0", bytes.len());
+    let digest: Vec<u8> = if hex_len == 64 {
+        let mut h = sha2::Sha256::new();
+        h.update(header.as_bytes());
+        h.update(bytes);
+        h.finalize().to_vec()
+    } else {
+        let mut h = sha1::Sha1::new();
+        h.update(header.as_bytes());
+        h.update(bytes);
+        h.finalize().to_vec()
+    };
+    crate::gate::policy::hex(&digest)
 }
 
 fn is_object_id(id: &str) -> bool {
@@ -541,8 +598,11 @@ impl Source for GitLabSource {
         }
         let mut entries = Vec::new();
         let mut next = Some(url);
+        let mut pages = Pages::default();
         while let Some(page) = next.take() {
+            pages.visit(&page)?;
             let (items, link): (Vec<TreeItem>, _) = self.get_json(Kind::List, &page)?;
+            pages.check(items.is_empty(), link.is_some())?;
             entries.extend(
                 items
                     .into_iter()
@@ -606,7 +666,16 @@ impl Source for GitLabSource {
             )));
         }
         let url = self.project_url(&format!("blobs/{blob}/raw"));
-        Ok(self.get(Kind::Read, &url, limit, false)?.body)
+        let body = self.get(Kind::Read, &url, limit, false)?.body;
+        // A proxy's sign-in page answered with 200 is not the file: bytes
+        // that do not hash to the content id asked for are no read at all.
+        if git_blob_id(&body, blob.len()) != blob.to_ascii_lowercase() {
+            return Err(SourceError::Unavailable(format!(
+                "GitLab answered blob {} with bytes of another content (a proxy page?)",
+                &blob[..blob.len().min(12)]
+            )));
+        }
+        Ok(body)
     }
 
     fn reverts(&mut self, from: &str, to: &str) -> Result<Vec<Vec<String>>, SourceError> {
@@ -621,8 +690,11 @@ impl Source for GitLabSource {
             }
             let mut next = Some(self.project_url(&format!("commits/{}/diff?per_page=100", c.id)));
             let mut paths = Vec::new();
+            let mut pages = Pages::default();
             while let Some(page) = next.take() {
+                pages.visit(&page)?;
                 let (diffs, link): (Vec<Diff>, _) = self.get_json(Kind::History, &page)?;
+                pages.check(diffs.is_empty(), link.is_some())?;
                 paths.extend(
                     diffs
                         .into_iter()
@@ -650,6 +722,24 @@ impl Source for GitLabSource {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn blob_ids_are_git_object_ids() {
+        // `printf 'hello\n' | git hash-object --stdin`
+        assert_eq!(
+            git_blob_id(b"hello\n", 40),
+            "ce013625030ba8dba906f756967f9e9ca394464a"
+        );
+    }
+
+    #[test]
+    fn pagination_never_loops() {
+        let mut p = Pages::default();
+        assert!(p.visit("a").is_ok());
+        assert!(p.visit("a").is_err());
+        assert!(p.check(true, true).is_err());
+        assert!(p.check(true, false).is_ok());
+    }
 
     #[test]
     fn paths_and_projects_are_encoded_as_one_segment() {

@@ -255,7 +255,30 @@ pub fn encode(state: &State) -> Result<Vec<u8>> {
 pub fn save(path: &Path, state: &State) -> Result<u64> {
     let bytes = encode(state)?;
     write_atomically(path, &bytes)?;
+    remove_stale_temps(path);
     Ok(bytes.len() as u64)
+}
+
+/// Temp files of ticks killed mid-save. Only the lock holder saves, so once
+/// a save succeeded every other `<state>.tmp-*` is an orphan.
+fn remove_stale_temps(path: &Path) {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return;
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let prefix = format!("{}.tmp-", name.to_string_lossy());
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry.file_name().to_string_lossy().starts_with(&prefix) {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
 }
 
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
