@@ -2149,6 +2149,26 @@ fn all_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     out
 }
 
+/// Panics, naming the file, when any file under the sandbox but the
+/// repository holds `secret`; says whether the journal was among them.
+#[track_caller]
+fn assert_no_file_holds(sb: &Sandbox, secret: &str, when: &str) -> bool {
+    let mut journal_seen = false;
+    for file in all_files(sb.root()) {
+        if file.starts_with(&sb.repo.root) {
+            continue;
+        }
+        journal_seen |= file == sb.journal();
+        let bytes = fs::read(&file).unwrap();
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains(secret),
+            "{} holds a secret after {when}",
+            file.display()
+        );
+    }
+    journal_seen
+}
+
 #[test]
 fn gitlab_the_token_never_appears_in_output_state_or_journal() {
     const CANARY: &str = "glpat-SECRET-canary-1234";
@@ -2162,18 +2182,7 @@ fn gitlab_the_token_never_appears_in_output_state_or_journal() {
     let mut outputs = Vec::new();
     let mut journal_seen = false;
     let mut check_files = |when: &str| {
-        for file in all_files(sb.root()) {
-            if file.starts_with(&sb.repo.root) {
-                continue;
-            }
-            journal_seen |= file == sb.journal();
-            let bytes = fs::read(&file).unwrap();
-            assert!(
-                !String::from_utf8_lossy(&bytes).contains(CANARY),
-                "{} holds the token after {when}",
-                file.display()
-            );
-        }
+        journal_seen |= crate::assert_no_file_holds(&sb, CANARY, when);
     };
 
     let run = |now: &str, code: i32| {

@@ -6,19 +6,18 @@
 //! `--now`. The only real wait is the timeout test's, and there it is the
 //! server's connection thread that sleeps, never the test's.
 
-use std::fs;
 use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::expect_code;
 use crate::util::gitlab::closed_port;
 use crate::util::openai::{
     COMPLETIONS, FIXTURE_USAGE, FakeOpenAi, KEY, NOT_JSON_USAGE, Reply, fixture_text,
 };
 use crate::util::{Output, Sandbox, at};
-use crate::{all_files, expect_code};
 
 /// High risk (the path says `auth`): always consulted.
 const AUTH: &str = "src/auth.js";
@@ -1184,18 +1183,7 @@ fn advisor_the_key_never_appears_in_output_state_or_journal() {
     let mut outputs: Vec<Output> = Vec::new();
     let mut journal_seen = false;
     let mut check_files = |when: &str| {
-        for file in all_files(sb.root()) {
-            if file.starts_with(&sb.repo.root) {
-                continue;
-            }
-            journal_seen |= file == sb.journal();
-            let bytes = fs::read(&file).unwrap();
-            assert!(
-                !String::from_utf8_lossy(&bytes).contains(CANARY),
-                "{} holds the key after {when}",
-                file.display()
-            );
-        }
+        journal_seen |= crate::assert_no_file_holds(&sb, CANARY, when);
     };
     // The base URL from the environment this time.
     let run = |now: &str, code: i32| {

@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 use crate::util::gitlab::{Api, Endpoint, FakeGitLab, PROJECT, Reply, TOKEN};
 use crate::util::openai::{self, FakeOpenAi};
 use crate::util::{Output, Sandbox, WATCHED, at, files, plain_js, snapshot};
-use crate::{FIVE, all_files, expect_code};
+use crate::{FIVE, expect_code};
 
 // ---------------------------------------------------------------------------
 // Helpers
@@ -695,42 +695,96 @@ fn an_unknown_top_level_field_is_ignored_on_load_and_not_written_back() {
 #[test]
 fn an_unreadable_state_file_exits_1_naming_it_and_is_left_untouched() {
     let probe = Sandbox::new();
-    if permissions_are_ignored(probe.root()) {
-        eprintln!(
-            "note: running with permissions that ignore file modes (root?): \
-             chmod 000 cannot make the state unreadable; assertion skipped"
+    if !permissions_are_ignored(probe.root()) {
+        bad_state(
+            |p, good| {
+                fs::write(p, good).unwrap();
+                set_mode(p, 0o000);
+            },
+            "cannot read state file",
+            "check that the file is readable",
         );
         return;
     }
-    bad_state(
-        |p, good| {
-            fs::write(p, good).unwrap();
-            set_mode(p, 0o000);
-        },
-        "cannot read state file",
-        "check that the file is readable",
-    );
+    // Root reads any file whatever its mode: run sentinel as `nobody`
+    // instead, so the file really is unreadable to it.
+    let sb = Sandbox::with_files(&FIVE);
+    expect_code(&sb.tick(&at(0), &[]), 10);
+    set_mode(sb.root(), 0o755);
+    let run_dir = sb.state.parent().unwrap().to_path_buf();
+    set_mode(&run_dir, 0o777);
+    set_mode(&crate::util::sidecar(&sb.state, ".lock"), 0o666);
+    set_mode(&sb.state, 0o000);
+    let before = print_of(&sb.state);
+    let named = format!("`{}`", sb.state.display());
+    for args in [
+        vec!["tick", "--now", "2026-06-16T00:02:00Z", "--repo"],
+        vec!["stats", "--json", "--repo"],
+    ] {
+        let out = std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(env!("CARGO_BIN_EXE_sentinel"))
+            .args(&args)
+            .arg(&sb.repo.root)
+            .arg("--state")
+            .arg(&sb.state)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", "/nonexistent")
+            .output()
+            .expect("run setpriv");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(
+            stderr.starts_with("error: cannot read state file "),
+            "{stderr}"
+        );
+        assert!(stderr.contains(&named), "{stderr}");
+        assert!(
+            stderr.contains("check that the file is readable"),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert_eq!(print_of(&sb.state), before, "{args:?} touched the state");
+    }
+    set_mode(&sb.state, 0o600);
 }
 
 #[test]
 fn a_read_only_state_directory_at_save_time_exits_1_and_keeps_the_previous_state() {
     let sb = Sandbox::with_files(&FIVE);
-    if permissions_are_ignored(sb.root()) {
-        eprintln!(
-            "note: running with permissions that ignore file modes (root?): \
-             a read-only directory does not stop a save; assertion skipped"
-        );
-        return;
-    }
+    // Root writes into a read-only directory: make it immutable instead,
+    // which stops root too.
+    let as_root = permissions_are_ignored(sb.root());
     expect_code(&sb.tick(&at(0), &[]), 10);
     let dir = sb.state.parent().unwrap().to_path_buf();
     let before = snapshot(&sb.state);
     sb.repo
         .write(&format!("{WATCHED}/a.js"), "// a.js, edited\n");
     sb.repo.commit("edit a");
-    set_mode(&dir, 0o555);
+    let freeze = |on: bool| -> bool {
+        if as_root {
+            let flag = if on { "+i" } else { "-i" };
+            std::process::Command::new("chattr")
+                .arg(flag)
+                .arg(&dir)
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        } else {
+            set_mode(&dir, if on { 0o555 } else { 0o755 });
+            true
+        }
+    };
+    if !freeze(true) {
+        eprintln!(
+            "note: running as root on a filesystem without the immutable attribute: \
+             nothing can make the directory read-only; assertion skipped"
+        );
+        return;
+    }
     let out = sb.tick(&at(2), &[]);
-    set_mode(&dir, 0o755);
+    freeze(false);
     no_panic(&out);
     expect_code(&out, 1);
     let line = out.stderr_line();
@@ -2143,17 +2197,7 @@ const OA_CANARY: &str = "sk-CANARY-oa-8888";
 /// Every file under the sandbox but the repository: none may hold a canary.
 #[track_caller]
 fn no_canary_in_files(sb: &Sandbox, when: &str) {
-    for file in all_files(sb.root()) {
-        if file.starts_with(&sb.repo.root) {
-            continue;
-        }
-        let bytes = fs::read(&file).unwrap();
-        assert!(
-            !String::from_utf8_lossy(&bytes).contains("CANARY"),
-            "{} holds a secret after {when}",
-            file.display()
-        );
-    }
+    crate::assert_no_file_holds(sb, "CANARY", when);
 }
 
 #[track_caller]
