@@ -161,17 +161,20 @@ fn make_patcher(choice: &SourceChoice, sandbox: &str) -> Result<Box<dyn Patcher>
             ))
         }
         SourceChoice::Git { repo, branch, .. } => {
+            // With no --branch the watched one is the clone's current branch:
+            // `.git/HEAD` names it without starting a git process (a linked
+            // worktree is checked again by the patcher at commit time).
             let watched = match branch {
-                Some(b) => b.trim_start_matches("refs/heads/").to_string(),
-                None => std::process::Command::new("git")
-                    .arg("-C")
-                    .arg(repo)
-                    .args(["symbolic-ref", "--short", "-q", "HEAD"])
-                    .output()
-                    .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-                    .unwrap_or_default(),
+                Some(b) => Some(b.trim_start_matches("refs/heads/").to_string()),
+                None => std::fs::read_to_string(repo.join(".git").join("HEAD"))
+                    .ok()
+                    .and_then(|h| {
+                        h.trim()
+                            .strip_prefix("ref: refs/heads/")
+                            .map(str::to_string)
+                    }),
             };
-            if watched == sandbox {
+            if watched.as_deref() == Some(sandbox) {
                 return Err(refuse());
             }
             Ok(Box::new(GitBranch {

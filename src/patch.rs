@@ -95,6 +95,17 @@ impl GitBranch {
 
 impl Patcher for GitBranch {
     fn commit(&mut self, path: &str, content: &str, message: &str) -> Result<String, String> {
+        if self.base == "HEAD" {
+            let current = self
+                .git(&["symbolic-ref", "--short", "-q", "HEAD"], None, None)
+                .unwrap_or_default();
+            if current == self.branch {
+                return Err(format!(
+                    "the clone's current branch is the sandbox branch `{}`; a commit there would wake sentinel: choose another --sandbox-branch",
+                    self.branch
+                ));
+            }
+        }
         let reference = format!("refs/heads/{}", self.branch);
         let previous = self
             .git(&["rev-parse", "--verify", "-q", &reference], None, None)
