@@ -836,6 +836,44 @@ mod advisor {
     }
 
     #[test]
+    fn invariant_5_scheduled_reviews_punch_through_the_cache_and_push_the_next_one_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut src = MemorySource::new();
+        src.commit(&[("src/auth.js", "// v0\n")]);
+        let mut p = scripted(|_| skip());
+        run_with(&advised(dir.path(), t0()), &mut src, Some(&mut p)).unwrap();
+        // The first run's bet is graded after a day (observation_due).
+        let r = run_with(
+            &advised(dir.path(), t0() + Duration::hours(25)),
+            &mut src,
+            Some(&mut p),
+        )
+        .unwrap();
+        assert_eq!(r.exit_code, 15);
+        let calls = p.calls;
+        // Ten days later the unchanged file is due: the review asks the model
+        // although the remembered SKIP would be reused.
+        let due = load(dir.path()).next_review.expect("a review is scheduled");
+        assert_eq!(due.path, "src/auth.js");
+        let r = run_with(&advised(dir.path(), due.at), &mut src, Some(&mut p)).unwrap();
+        assert_eq!(r.exit_code, 16);
+        assert_eq!(outcomes(&r), [("src/auth.js".into(), "llm_skip")]);
+        assert_eq!(p.calls, calls + 1, "the cache did not swallow the review");
+        // The identical answer pushes the next review out: never due forever.
+        let after = load(dir.path());
+        let next = after.next_review.unwrap();
+        assert_eq!(next.path, "src/auth.js");
+        assert_eq!(next.at, due.at + Duration::days(14));
+        let r = run_with(
+            &advised(dir.path(), due.at + Duration::minutes(2)),
+            &mut src,
+            Some(&mut p),
+        )
+        .unwrap();
+        assert_ne!(r.exit_code, 16);
+    }
+
+    #[test]
     fn a_locked_file_is_never_judged_and_never_reviewed() {
         let dir = tempfile::tempdir().unwrap();
         let mut src = one_risky_file();
