@@ -136,9 +136,7 @@ fn run_tick(args: TickArgs) -> Result<u8> {
     )?;
     eprintln!("{}", report::tick_line(&report));
     if args.json {
-        let mut out = std::io::stdout().lock();
-        serde_json::to_writer(&mut out, &report)?;
-        writeln!(out)?;
+        emit(format!("{}\n", serde_json::to_string(&report)?))?;
     }
     Ok(report.exit_code)
 }
@@ -221,9 +219,9 @@ fn run_stats(args: StatsArgs) -> Result<u8> {
         args.daily_budget,
     );
     match (args.json, args.format) {
-        (true, _) | (_, StatsFormat::Json) => println!("{}", serde_json::to_string(&s)?),
-        (_, StatsFormat::Prometheus) => print!("{}", stats::prometheus(&s)),
-        (_, StatsFormat::Table) => print!("{}", stats::render(&s)),
+        (true, _) | (_, StatsFormat::Json) => emit(format!("{}\n", serde_json::to_string(&s)?))?,
+        (_, StatsFormat::Prometheus) => emit(stats::prometheus(&s))?,
+        (_, StatsFormat::Table) => emit(stats::render(&s))?,
     }
     Ok(0)
 }
@@ -252,9 +250,9 @@ fn run_explain(args: ExplainArgs) -> Result<u8> {
     let current = tick::current_fingerprint(&state, source.as_mut(), &rev, &file, &judging);
     let e = explain::explain(&file, state.files.get(&file), &current);
     if args.json {
-        println!("{}", serde_json::to_string(&e)?);
+        emit(format!("{}\n", serde_json::to_string(&e)?))?;
     } else {
-        print!("{}", explain::render(&e));
+        emit(explain::render(&e))?;
     }
     Ok(0)
 }
@@ -277,15 +275,16 @@ fn run_simulate(args: SimulateArgs) -> Result<u8> {
         .then(simulate::quota_wall)
         .transpose()?;
     if args.json {
-        println!(
-            "{}",
+        emit(format!(
+            "{}\n",
             serde_json::json!({ "day": day, "storm": storm, "quota": quota })
-        );
+        ))?;
     } else {
-        print!(
-            "{}",
-            report::simulation(day.as_ref(), storm.as_ref(), quota.as_ref())
-        );
+        emit(report::simulation(
+            day.as_ref(),
+            storm.as_ref(),
+            quota.as_ref(),
+        ))?;
     }
     Ok(0)
 }
@@ -332,10 +331,10 @@ fn run_costs(args: crate::cli::CostsArgs) -> Result<u8> {
                 lock.display()
             );
             if args.json {
-                println!(
-                    "{}",
+                emit(format!(
+                    "{}\n",
                     serde_json::json!({"exit_code": crate::exit::BUSY, "busy": true, "lock": lock})
-                );
+                ))?;
             }
             return Ok(crate::exit::BUSY);
         }
@@ -416,9 +415,19 @@ fn run_costs(args: crate::cli::CostsArgs) -> Result<u8> {
         notes,
     };
     if args.json {
-        println!("{}", serde_json::to_string(&report)?);
+        emit(format!("{}\n", serde_json::to_string(&report)?))?;
     } else {
-        print!("{}", render(&report));
+        emit(render(&report))?;
     }
     Ok(crate::exit::NONE)
+}
+
+/// Write to stdout. A reader that went away (`sentinel stats | head`) is not
+/// an error: the output was wanted no further.
+fn emit(text: impl std::fmt::Display) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    match write!(out, "{text}").and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other?),
+    }
 }

@@ -184,3 +184,22 @@ fn simulate_all_reproduces_the_seed_table() {
     // Nothing was written anywhere: the sandbox holds only what it made.
     assert!(!sb.state.exists());
 }
+
+#[test]
+fn a_reader_that_goes_away_is_not_an_error() {
+    use std::process::{Command, Stdio};
+    // `sentinel simulate | head -c 0`: the reader is gone before the
+    // simulation (a fraction of a second) has anything to print.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sentinel"))
+        .args(["simulate", "--scenario", "all"])
+        .env_clear()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+}
