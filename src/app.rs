@@ -126,13 +126,16 @@ fn run_tick(args: TickArgs) -> Result<u8> {
         })),
         _ => None,
     };
-    let report = tick::run_full(
+    let mut storage = FileStorage::new(&cfg.state);
+    let report = tick::run(
         &cfg,
-        source.as_mut(),
-        advisor.as_mut().map(|a| a as &mut dyn Advisor),
-        &mut FileStorage::new(&cfg.state),
-        publisher.as_mut().map(|p| p.as_mut() as &mut dyn Publisher),
-        patcher.as_mut().map(|p| p.as_mut() as &mut dyn Patcher),
+        &mut tick::Effects {
+            source: source.as_mut(),
+            advisor: advisor.as_mut().map(|a| a as &mut dyn Advisor),
+            storage: &mut storage,
+            publisher: publisher.as_mut().map(|p| p.as_mut() as &mut dyn Publisher),
+            patcher: patcher.as_mut().map(|p| p.as_mut() as &mut dyn Patcher),
+        },
     )?;
     eprintln!("{}", report::tick_line(&report));
     if args.json {

@@ -282,7 +282,7 @@ pub fn day(plan: &Plan) -> Result<Day> {
 
         // Today: the real tick.
         let cfg = config(t, plan.batch, Trigger::Schedule);
-        let r = tick::run_in(&cfg, &mut source, Some(&mut model), &mut storage)?;
+        let r = run(&cfg, &mut source, &mut model, &mut storage)?;
         sentinel.ticks += 1;
         sentinel.wakes += u64::from(r.verdict.wake);
         sentinel.file_reads += r.file_reads;
@@ -312,10 +312,10 @@ pub fn storm() -> Result<Storm> {
         waits: Vec::new(),
     };
     // The state exists: the timer ran before the storm.
-    tick::run_in(
+    run(
         &config(t0(), 5, Trigger::Schedule),
         &mut source,
-        Some(&mut model),
+        &mut model,
         &mut storage,
     )?;
     let start = t0() + Duration::hours(1);
@@ -326,10 +326,10 @@ pub fn storm() -> Result<Storm> {
         let now = start + Duration::milliseconds(500 * i);
         // A cycle in progress holds the lock.
         storage.busy = now < busy_until;
-        let r = tick::run_in(
+        let r = run(
             &config(now, 5, Trigger::Webhook),
             &mut source,
-            Some(&mut model),
+            &mut model,
             &mut storage,
         )?;
         match r.exit_code {
@@ -372,10 +372,10 @@ pub fn quota_wall() -> Result<Quota> {
         source.commit(&refs);
     };
     commit(&mut source, 0);
-    tick::run_in(
+    run(
         &config(t0(), 0, Trigger::Schedule),
         &mut source,
-        Some(&mut ok),
+        &mut ok,
         &mut storage,
     )?;
     let nine = t0() + Duration::hours(9);
@@ -392,10 +392,10 @@ pub fn quota_wall() -> Result<Quota> {
         commit(&mut source, v);
         // Before: a generic retry, three attempts per file per tick.
         naive += 3 * names.len() as u64;
-        let r = tick::run_in(
+        let r = run(
             &config(t, 0, Trigger::Schedule),
             &mut source,
-            Some(&mut broke),
+            &mut broke,
             &mut storage,
         )?;
         held += r.counts.get("held").copied().unwrap_or(0);
@@ -413,6 +413,19 @@ pub fn quota_wall() -> Result<Quota> {
             .map(|c| c.class.as_str().to_string()),
         circuit_until: state.llm.circuit.as_ref().map(|c| c.until),
     })
+}
+
+/// One tick of the real pipeline over memory, with the scripted model.
+fn run(
+    cfg: &TickConfig,
+    source: &mut MemorySource,
+    model: &mut Scripted,
+    storage: &mut MemoryStorage,
+) -> Result<tick::TickReport> {
+    tick::run(
+        cfg,
+        &mut tick::Effects::new(source, storage).with_advisor(Some(model)),
+    )
 }
 
 /// Parse `90s`, `2m`, `24h`, `7d`.
@@ -538,3 +551,4 @@ mod tests {
         assert!(parse_changes("noon=c.js").is_err());
     }
 }
+

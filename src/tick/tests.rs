@@ -1,13 +1,38 @@
 //! Tick-level tests over the in-memory source: exact calls, exact outcomes.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 
 use chrono::{DateTime, Duration, Utc};
 
 use super::*;
+use crate::gate::novelty::Novelty;
+use crate::llm::client::Advisor;
 use crate::source::memory::{Calls, MemorySource};
+use crate::source::{Change, Entry, RequestCounts};
+use crate::state::journal;
+use crate::state::storage::FileStorage;
 use crate::state::store;
+
+/// One tick over files in `cfg.state`, with the advisor off.
+fn run(cfg: &TickConfig, source: &mut dyn Source) -> Result<TickReport> {
+    run_with(cfg, source, None)
+}
+
+/// One tick over files in `cfg.state`, asking `advisor` when given.
+fn run_with(
+    cfg: &TickConfig,
+    source: &mut dyn Source,
+    advisor: Option<&mut dyn Advisor>,
+) -> Result<TickReport> {
+    let mut storage = FileStorage::new(&cfg.state);
+    let advisor = advisor.map(|a| a as &mut dyn Advisor);
+    super::run(
+        cfg,
+        &mut Effects::new(source, &mut storage).with_advisor(advisor),
+    )
+}
 
 fn t0() -> DateTime<Utc> {
     "2026-06-16T00:00:00Z".parse().unwrap()

@@ -1,0 +1,328 @@
+//! consult: ask the advisor about a file local policy could not decide.
+//! Size limit, circuit and budget come first; only an answer is a decision.
+
+use anyhow::Result;
+
+use super::Work;
+use super::config::AdvisorSettings;
+use super::judge::{Judgement, Subject};
+use crate::gate::budget;
+use crate::llm::client::Action;
+use crate::llm::client::{AdviceRequest, Answer, Call, Outcome as CallOutcome};
+use crate::llm::prices;
+use crate::llm::protocol::{self, Circuit, Class};
+use crate::patch;
+use crate::publish::WriteLog;
+use crate::state::{Outcome, Proposal, State};
+
+/// Tokens of the system prompt and framing, added to a file's own size.
+const PROMPT_OVERHEAD_TOKENS: u64 = 400;
+
+impl Work<'_> {
+    pub(super) fn consult(
+        &mut self,
+        state: &mut State,
+        s: &Subject,
+        bytes: Option<Vec<u8>>,
+    ) -> Result<Judgement> {
+        let settings = self.settings(state);
+        let reserve = match self.preflight(state, s, &settings) {
+            Ok(reserve) => reserve,
+            Err(not_asked) => return Ok(not_asked),
+        };
+        let bytes = match bytes {
+            Some(b) => b,
+            None => match self.bytes_for_advisor(state, s)? {
+                Ok(b) => b,
+                Err(not_asked) => return Ok(not_asked),
+            },
+        };
+        let Some(advisor) = self.advisor.as_mut() else {
+            // A dry run calls no model; it says what it would have done.
+            return Ok((
+                Outcome::Pending,
+                "dry run: would ask the model".into(),
+                None,
+            ));
+        };
+        let content = String::from_utf8_lossy(&bytes);
+        let model = advisor.model().to_string();
+        let call = advisor.ask(
+            &AdviceRequest {
+                path: &s.path,
+                role: s.role.as_str(),
+                risk: s.risk.as_str(),
+                content: &content,
+            },
+            self.cfg.now,
+        );
+        settle(state, &settings, &call, reserve, &model, self.cfg.now);
+        let attempts = call.attempts;
+        Ok(match call.outcome {
+            CallOutcome::Answered(answer) => self.answered(state, s, &bytes, answer),
+            CallOutcome::Failed {
+                class,
+                reason,
+                hold_until,
+            } => failed(state, class, reason, hold_until, attempts, self.cfg.now),
+        })
+    }
+
+    /// The advisor's settings for this call. A model without a price counts
+    /// the real cost per call measured by `sentinel costs --calibrate`, once
+    /// there is one.
+    fn settings(&self, state: &State) -> AdvisorSettings {
+        let mut settings = self
+            .cfg
+            .advisor
+            .clone()
+            .expect("consulted only with an advisor");
+        if settings.price.is_none()
+            && let Some(real) = self
+                .advisor
+                .as_ref()
+                .and_then(|a| state.llm.calibrated.get(a.model()))
+        {
+            settings.per_call = *real;
+        }
+        settings
+    }
+
+    /// The checks before a call: size, circuit, budget. `Ok` is the amount
+    /// reserved for the call; `Err` the outcome of a file not asked.
+    fn preflight(
+        &self,
+        state: &mut State,
+        s: &Subject,
+        settings: &AdvisorSettings,
+    ) -> std::result::Result<f64, Judgement> {
+        let now = self.cfg.now;
+        if s.facts.chars > self.cfg.max_file_bytes {
+            return Err((
+                Outcome::TooLarge,
+                format!(
+                    "{} bytes is over --max-file-bytes {}; not sent to the model",
+                    s.facts.chars, self.cfg.max_file_bytes
+                ),
+                None,
+            ));
+        }
+        if let Some(c) = state
+            .llm
+            .circuit
+            .as_ref()
+            .filter(|c| protocol::is_open(c, now))
+        {
+            return Err((
+                Outcome::Held,
+                format!(
+                    "provider held until {} ({}): {}",
+                    c.until.to_rfc3339(),
+                    c.class.as_str(),
+                    c.advice
+                ),
+                None,
+            ));
+        }
+        let reserve = budget::reserve(
+            settings.price.as_ref(),
+            s.facts.chars,
+            PROMPT_OVERHEAD_TOKENS,
+            settings.max_tokens,
+            settings.per_call,
+        );
+        if let Err(why) = budget::admit(&mut state.llm.budget, settings.daily_budget, reserve, now)
+        {
+            return Err((
+                Outcome::Deferred,
+                format!(
+                    "{why}: ${:.4} spent today, this call could cost ${reserve:.4} of the ${:.2} limit",
+                    budget::spent_today(&state.llm.budget),
+                    settings.daily_budget
+                ),
+                None,
+            ));
+        }
+        Ok(reserve)
+    }
+
+    /// The bytes to send when the facts were remembered and the file was not
+    /// read in this tick.
+    fn bytes_for_advisor(
+        &mut self,
+        state: &State,
+        s: &Subject,
+    ) -> Result<std::result::Result<Vec<u8>, Judgement>> {
+        let blob = state.files[&s.path].blob.clone();
+        Ok(match self.read(&s.path, &blob)? {
+            Ok((_, Some(b))) => Ok(b),
+            Ok((_, None)) => Err((
+                Outcome::TooLarge,
+                "over the size limit; not sent to the model".into(),
+                None,
+            )),
+            Err(e) => Err((
+                Outcome::Failed,
+                format!("could not read the file for the advisor: {e}"),
+                None,
+            )),
+        })
+    }
+
+    /// An answer closes the circuit; an EVOLVE opens a proposal (and, with
+    /// patches on, commits its content to the sandbox branch).
+    fn answered(&mut self, state: &mut State, s: &Subject, bytes: &[u8], a: Answer) -> Judgement {
+        state.llm.circuit = None;
+        if matches!(a.action, Action::Skip) {
+            return (Outcome::LlmSkip, a.reason, None);
+        }
+        let mut proposal = Proposal {
+            fingerprint: s.fingerprint.clone(),
+            reason: a.reason.clone(),
+            findings: a.findings.clone(),
+            ts: self.cfg.now,
+            stale: false,
+            patch_commit: None,
+            patch_pending: None,
+        };
+        if let (Some(content), true) = (&a.content, self.patcher.is_some()) {
+            match patch::validate(bytes, content, self.cfg.max_file_bytes) {
+                Ok(()) => {
+                    proposal.patch_pending = Some(content.clone());
+                    self.commit_patch(&s.path, &mut proposal);
+                }
+                Err(why) => self.writes.push(WriteLog {
+                    kind: "patch",
+                    target: s.path.clone(),
+                    ok: false,
+                    detail: format!("not committed: {why}"),
+                }),
+            }
+        }
+        state.llm.proposals.insert(s.path.clone(), proposal);
+        (Outcome::Evolve, a.reason, Some(a.findings))
+    }
+
+    /// Commit a proposal's pending content to the sandbox branch. A failure
+    /// keeps it pending for a later wake: one attempt per wake, no loop.
+    pub(super) fn commit_patch(&mut self, path: &str, proposal: &mut Proposal) {
+        let (Some(patcher), Some(content)) =
+            (self.patcher.as_mut(), proposal.patch_pending.clone())
+        else {
+            return;
+        };
+        let message = format!("sentinel: proposed change to {path}\n\n{}", proposal.reason);
+        match patcher.commit(path, &content, &message) {
+            Ok(commit) => {
+                self.writes.push(WriteLog {
+                    kind: "patch",
+                    target: format!("{path} on {}", patcher.target()),
+                    ok: true,
+                    detail: format!("commit {commit}"),
+                });
+                proposal.patch_commit = Some(commit);
+                proposal.patch_pending = None;
+            }
+            Err(why) => self.writes.push(WriteLog {
+                kind: "patch",
+                target: format!("{path} on {}", patcher.target()),
+                ok: false,
+                detail: why,
+            }),
+        }
+    }
+
+    /// Try again the patches whose commit failed on an earlier wake.
+    pub(super) fn retry_patches(&mut self, state: &mut State) {
+        let pending: Vec<String> = state
+            .llm
+            .proposals
+            .iter()
+            .filter(|(_, p)| p.patch_pending.is_some() && p.patch_commit.is_none() && !p.stale)
+            .map(|(path, _)| path.clone())
+            .filter(|path| {
+                !self
+                    .writes
+                    .iter()
+                    .any(|w| w.target.starts_with(path.as_str()))
+            })
+            .collect();
+        for path in pending {
+            if let Some(mut p) = state.llm.proposals.remove(&path) {
+                self.commit_patch(&path, &mut p);
+                state.llm.proposals.insert(path, p);
+            }
+        }
+    }
+}
+
+/// Settle the budget with what the call really cost, and count it per day.
+fn settle(
+    state: &mut State,
+    settings: &AdvisorSettings,
+    call: &Call,
+    reserve: f64,
+    model: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) {
+    let answered = matches!(call.outcome, CallOutcome::Answered(_));
+    match (&call.usage, &settings.price) {
+        (Some(usage), Some(price)) => {
+            budget::settle(
+                &mut state.llm.budget,
+                prices::cost(price, usage),
+                false,
+                now,
+            );
+        }
+        // Billed, but the real cost is unknown: count the estimate and say so.
+        (Some(_), None) => budget::settle(&mut state.llm.budget, settings.per_call, true, now),
+        (None, _) if answered => budget::settle(&mut state.llm.budget, reserve, true, now),
+        (None, _) => {}
+    }
+    crate::gate::costs::record(
+        &mut state.llm.days,
+        &state.llm.budget,
+        model,
+        u64::from(call.attempts),
+    );
+}
+
+/// A call that produced no decision: counted per class, and the circuit
+/// opened when the class calls for it.
+fn failed(
+    state: &mut State,
+    class: Class,
+    reason: String,
+    hold_until: Option<chrono::DateTime<chrono::Utc>>,
+    attempts: u32,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Judgement {
+    *state
+        .llm
+        .failures
+        .entry(class.as_str().to_string())
+        .or_default() += 1;
+    if let Some(until) = hold_until {
+        let mut circuit = Circuit::new(class, reason.clone(), until);
+        circuit.opened = Some(now);
+        state.llm.circuit = Some(circuit);
+    }
+    let outcome = if class == Class::BadResponse {
+        Outcome::BadResponse
+    } else {
+        Outcome::Failed
+    };
+    let held = hold_until
+        .map(|u| format!("; provider held until {}", u.to_rfc3339()))
+        .unwrap_or_default();
+    let plural = if attempts == 1 { "" } else { "s" };
+    (
+        outcome,
+        format!(
+            "{} after {attempts} attempt{plural}: {reason}{held}",
+            class.as_str()
+        ),
+        None,
+    )
+}

@@ -1,0 +1,170 @@
+//! The cheap stages that can end a tick before the state is loaded: lock,
+//! admit, look (one head lookup and the verdict), and the no-op.
+
+use anyhow::Result;
+
+use super::config::TickConfig;
+use super::report::{ReportedVerdict, TickReport, reported, short_id};
+use crate::exit;
+use crate::gate::admission;
+use crate::gate::autonomy::{self, Admission, Candidate};
+use crate::gate::wake::{self, Reason, Verdict, WakeInput};
+use crate::source::{Source, SourceError};
+use crate::state::storage::Storage;
+use crate::state::{Header, State};
+
+/// What the cheap stages learned: enough to decide whether to wake.
+pub(super) struct Look {
+    pub header: Header,
+    /// False on the very first tick: there is no state to load.
+    pub known_state: bool,
+    /// The head of the watched path; `None` when the lookup failed.
+    pub head: Option<String>,
+    pub verdict: Verdict,
+    /// The autonomy admission's answer, when autonomy is on.
+    pub admission: Option<Admission>,
+}
+
+/// lock: an exclusive, non-blocking lock. `Some` is the busy report. A dry
+/// run writes nothing, so it needs no lock: saves are atomic renames and a
+/// read always sees a whole document.
+pub(super) fn lock(cfg: &TickConfig, storage: &mut dyn Storage) -> Result<Option<TickReport>> {
+    if cfg.dry_run {
+        return Ok(None);
+    }
+    let Err(path) = storage.try_lock()? else {
+        return Ok(None);
+    };
+    let verdict = ReportedVerdict {
+        wake: false,
+        reason: "busy".into(),
+        detail: Some(serde_json::json!({ "lock": path })),
+    };
+    let mut report = TickReport::new(exit::BUSY, verdict, false);
+    report
+        .notes
+        .push(format!("another tick holds `{}`", path.display()));
+    Ok(Some(report))
+}
+
+/// admit: a poke is admitted at most once per window, before any request.
+/// A tick refused as busy never got here, so it cannot consume the window.
+pub(super) fn admit(cfg: &TickConfig, storage: &mut dyn Storage) -> Result<Option<TickReport>> {
+    if !cfg.trigger.is_triggered() {
+        return Ok(None);
+    }
+    let last = storage.read_start();
+    match admission::admit(cfg.trigger, last, cfg.min_interval, cfg.now) {
+        admission::Admission::RateLimited { retry_after } => {
+            let ms = retry_after.num_milliseconds();
+            let secs = ms.div_euclid(1000) + i64::from(ms % 1000 != 0);
+            let verdict = ReportedVerdict {
+                wake: false,
+                reason: "rate_limited".into(),
+                detail: Some(serde_json::json!({
+                    "trigger": cfg.trigger,
+                    "last_start": last,
+                    "retry_after_s": secs,
+                })),
+            };
+            let mut report = TickReport::new(exit::RATE_LIMITED, verdict, cfg.dry_run);
+            report.notes.push(format!(
+                "a triggered tick within --min-interval of the last start; next in {secs} s"
+            ));
+            Ok(Some(report))
+        }
+        admission::Admission::Start if !cfg.dry_run => {
+            storage.write_start(cfg.now)?;
+            Ok(None)
+        }
+        admission::Admission::Start => Ok(None),
+    }
+}
+
+/// look: the header, the autonomy admission (from the header alone), ONE
+/// head lookup, and the verdict.
+pub(super) fn look(
+    cfg: &TickConfig,
+    storage: &mut dyn Storage,
+    source: &mut dyn Source,
+) -> Result<Look> {
+    let header = storage.load_header()?;
+    let known_state = header.is_some();
+    let header = header.unwrap_or_else(|| State::new().header());
+    let admission = autonomy_admission(cfg, &header);
+    let autonomy_input = admission.as_ref().map(|a| match a {
+        Admission::Eligible { path, trigger } => Ok((path.as_str(), trigger.kind.as_str())),
+        Admission::Refused(r) => Err(r.as_str()),
+    });
+    let head = source.head();
+    let head_err = head.as_ref().err().map(|e| e.to_string());
+    let input = WakeInput {
+        head: match &head {
+            Ok(h) => Ok(h.as_str()),
+            Err(_) => Err(head_err.as_deref().unwrap_or_default()),
+        },
+        evidence: &cfg.evidence,
+        now: cfg.now,
+        autonomy: autonomy_input,
+    };
+    let verdict = wake::evaluate(&header, &input);
+    // Before anything is remembered, an unknown head is a setup problem, not
+    // a hiccup: waking on it every tick would hide it behind exit codes.
+    if let Err(SourceError::Config(e)) = &head {
+        anyhow::bail!("{e} (nothing was saved)");
+    }
+    if let (Reason::FirstRun, Err(e)) = (verdict.reason, &head) {
+        anyhow::bail!(
+            "cannot find the latest commit of the watched path: {e}; check --repo, --branch and --path (nothing was saved)"
+        );
+    }
+    Ok(Look {
+        header,
+        known_state,
+        head: head.ok(),
+        verdict,
+        admission,
+    })
+}
+
+/// The autonomy admission runs on every tick, from the header alone.
+fn autonomy_admission(cfg: &TickConfig, header: &Header) -> Option<Admission> {
+    if cfg.autonomy.mode != autonomy::Mode::Controlled || cfg.advisor.is_none() {
+        return None;
+    }
+    let candidates: Vec<Candidate> = header
+        .autonomy_triggers
+        .iter()
+        .chain(&cfg.signals)
+        .map(|t| Candidate {
+            trigger: t.clone(),
+            locked: cfg.locked(&t.path),
+        })
+        .collect();
+    let held = header.provider_held_until.is_some_and(|u| u > cfg.now);
+    Some(autonomy::admit(
+        &header.autonomy,
+        &cfg.autonomy,
+        &candidates,
+        held,
+        cfg.now,
+    ))
+}
+
+/// none: count the no-op in the journal; the state file is not touched.
+pub(super) fn idle(
+    cfg: &TickConfig,
+    look: &Look,
+    storage: &mut dyn Storage,
+    source: &dyn Source,
+) -> Result<TickReport> {
+    let mut report = TickReport::new(exit::NONE, reported(&look.verdict), cfg.dry_run);
+    report.head = look.head.clone();
+    if !cfg.dry_run {
+        let short = look.head.as_deref().map(short_id).unwrap_or("-");
+        storage.journal_append(look.header.journal, cfg.now, short)?;
+    }
+    report.requests = source.requests();
+    report.requests_by_kind = source.request_counts();
+    Ok(report)
+}

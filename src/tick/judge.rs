@@ -1,0 +1,317 @@
+//! judge: one file at a time, cheapest first: remembered facts or one read,
+//! the novelty gate, local policy, and only then the advisor (`consult`).
+
+use anyhow::Result;
+
+use super::facts::{fingerprint_of, read_facts, status_of};
+use super::report::FileReport;
+use super::{Work, fatal};
+use crate::gate::deps;
+use crate::gate::lifecycle::{self, Status};
+use crate::gate::novelty::{self, Novelty};
+use crate::gate::observation::{self, ObserveInput};
+use crate::gate::policy::{self, Risk, Role};
+use crate::gate::wake::Reason;
+use crate::llm::client::Finding;
+use crate::source::SourceError;
+use crate::state::{ContentFacts, Decision, Outcome, State};
+
+/// A file about to be judged: what the novelty gate needs and what the
+/// advisor is told.
+pub(super) struct Subject {
+    pub path: String,
+    pub role: Role,
+    pub risk: Risk,
+    pub status: Status,
+    pub facts: ContentFacts,
+    pub fingerprint: String,
+    pub novelty: Novelty,
+    pub resolved: deps::Resolved,
+}
+
+/// The decision of one fresh evaluation: outcome, reason, and the advisor's
+/// findings for an `evolve`.
+pub(super) type Judgement = (Outcome, String, Option<Vec<Finding>>);
+
+impl Work<'_> {
+    /// Judge the queued files that are still in the tree, in order.
+    pub(super) fn judge(
+        &mut self,
+        state: &mut State,
+        candidates: &[String],
+    ) -> Result<Vec<FileReport>> {
+        let mut out = Vec::with_capacity(candidates.len());
+        for path in candidates {
+            if state.files.contains_key(path) {
+                out.push(self.judge_one(state, path)?);
+            }
+        }
+        Ok(out)
+    }
+
+    fn judge_one(&mut self, state: &mut State, path: &str) -> Result<FileReport> {
+        self.grade(state, path);
+        let (facts, bytes) = match self.facts(state, path)? {
+            Ok(known) => known,
+            Err(report) => return Ok(report),
+        };
+        let subject = self.subject(state, path, facts);
+        // A scheduled review or a reconsideration is an event in its own
+        // right: a remembered SKIP must not swallow it.
+        let forced = self.forced.as_deref() == Some(path);
+        if !subject.novelty.is_novel() && !forced {
+            return Ok(self.reuse(state, &subject));
+        }
+        if self.batch_full() {
+            return Ok(self.pending(path, subject.novelty, Some(subject.fingerprint)));
+        }
+        self.fresh += 1;
+        let judgement = self.decide(state, &subject, bytes)?;
+        Ok(self.remember(state, &subject, forced, judgement))
+    }
+
+    /// Facts about the current bytes: remembered per content id, so an
+    /// unchanged file is never read again to learn them. `Err` is the
+    /// report of a file that could not be looked at in this tick.
+    #[allow(clippy::type_complexity)]
+    fn facts(
+        &mut self,
+        state: &State,
+        path: &str,
+    ) -> Result<std::result::Result<(ContentFacts, Option<Vec<u8>>), FileReport>> {
+        let record = &state.files[path];
+        if let Some(f) = record.content.as_ref() {
+            return Ok(Ok((f.clone(), None)));
+        }
+        let novelty = if record.fingerprint.is_some() {
+            Novelty::Changed
+        } else {
+            Novelty::FirstSeen
+        };
+        if self.batch_full() || self.source_down.is_some() {
+            return Ok(Err(self.pending(path, novelty, None)));
+        }
+        let blob = record.blob.clone();
+        Ok(match self.read(path, &blob)? {
+            Ok((f, bytes)) => Ok((f, bytes)),
+            Err(e) => Err(FileReport::new(
+                path,
+                Outcome::Pending,
+                format!("{}; could not read the file: {e}", novelty.as_str()),
+                novelty,
+            )),
+        })
+    }
+
+    /// Fingerprint the file against the remembered tree, ask the novelty
+    /// gate, and remember the facts of its bytes.
+    fn subject(&self, state: &mut State, path: &str, facts: ContentFacts) -> Subject {
+        let (role, risk) = policy::classify(path);
+        let status = status_of(&state.files[path], path, &self.cfg.locks, self.cfg.now);
+        let (fingerprint, resolved) =
+            fingerprint_of(&state.files, path, &facts, self.evidence, status);
+        let deps_known = resolved.unresolved.is_empty();
+        let novelty = novelty::evaluate(Some(&state.files[path]), &fingerprint, deps_known);
+        if let Some(r) = state.files.get_mut(path) {
+            r.content = Some(facts.clone());
+        }
+        Subject {
+            path: path.to_string(),
+            role,
+            risk,
+            status,
+            facts,
+            fingerprint,
+            novelty,
+            resolved,
+        }
+    }
+
+    /// The remembered decision still answers the question: reuse it.
+    fn reuse(&self, state: &mut State, s: &Subject) -> FileReport {
+        let record = state
+            .files
+            .get_mut(&s.path)
+            .expect("candidate is in the tree");
+        novelty::reuse(
+            record,
+            novelty::estimate_tokens(s.facts.chars),
+            self.cfg.now,
+        );
+        let prev = record
+            .decision
+            .as_ref()
+            .expect("unchanged implies a decision");
+        let reason = format!("unchanged since {}: {}", prev.outcome.as_str(), prev.reason);
+        let (prev_outcome, prev_reason) = (prev.outcome, prev.reason.clone());
+        if matches!(prev_outcome, Outcome::LocalSkip | Outcome::LlmSkip) {
+            self.observe(state, s, &prev_reason);
+        }
+        FileReport::new(&s.path, Outcome::Reused, reason, s.novelty)
+            .with_fingerprint(Some(s.fingerprint.clone()))
+    }
+
+    /// Local policy decides what it can; the advisor only what it cannot.
+    fn decide(
+        &mut self,
+        state: &mut State,
+        s: &Subject,
+        bytes: Option<Vec<u8>>,
+    ) -> Result<Judgement> {
+        let local = if s.status == Status::Locked {
+            policy::LocalDecision {
+                outcome: Outcome::LocalSkip,
+                reason: "locked by configuration: never judged".into(),
+            }
+        } else {
+            policy::decide(s.role, s.risk)
+        };
+        if local.outcome == Outcome::NeedsReview && self.cfg.advisor.is_some() {
+            self.consult(state, s, bytes)
+        } else {
+            Ok((local.outcome, local.reason, None))
+        }
+    }
+
+    /// Remember a fresh decision: dependencies, review schedule, the
+    /// decision itself, the proposal it closes and the watch it opens.
+    fn remember(
+        &self,
+        state: &mut State,
+        s: &Subject,
+        forced: bool,
+        (outcome, mut reason, findings): Judgement,
+    ) -> FileReport {
+        let now = self.cfg.now;
+        if !s.resolved.unresolved.is_empty() {
+            reason.push_str(&format!(
+                "; unresolved imports: {}",
+                s.resolved.unresolved.join(", ")
+            ));
+        }
+        let record = state
+            .files
+            .get_mut(&s.path)
+            .expect("candidate is in the tree");
+        let previous = record
+            .decision
+            .as_ref()
+            .map(|d| (d.outcome, d.reason.clone()));
+        record.deps = s.resolved.paths.clone();
+        if forced && self.reason == Reason::OpportunityDue {
+            let identical = previous.as_ref() == Some(&(outcome, reason.clone()));
+            record.review = Some(lifecycle::after_review(
+                record.review.as_ref(),
+                identical,
+                now,
+            ));
+        }
+        let decision = Decision {
+            outcome,
+            reason: reason.clone(),
+            ts: now,
+        };
+        novelty::remember(record, &s.fingerprint, decision, now);
+        // A proposal stays open until the file is judged again; a failed or
+        // held look is no judgement.
+        if matches!(
+            outcome,
+            Outcome::LocalSkip | Outcome::LlmSkip | Outcome::NeedsReview
+        ) {
+            state.llm.proposals.remove(&s.path);
+        }
+        if matches!(
+            outcome,
+            Outcome::LocalSkip | Outcome::LlmSkip | Outcome::Deferred
+        ) {
+            self.observe(state, s, &reason);
+        }
+        let mut report = FileReport::new(&s.path, outcome, reason, s.novelty)
+            .with_fingerprint(Some(s.fingerprint.clone()));
+        report.findings = findings;
+        report
+    }
+
+    /// A file left for a later tick, and why.
+    fn pending(&self, path: &str, novelty: Novelty, fingerprint: Option<String>) -> FileReport {
+        let why = if self.source_down.is_some() {
+            "the source is unavailable"
+        } else {
+            "the batch limit is reached"
+        };
+        FileReport::new(
+            path,
+            Outcome::Pending,
+            format!("{}; left for a later tick: {why}", novelty.as_str()),
+            novelty,
+        )
+        .with_fingerprint(fingerprint)
+    }
+
+    fn batch_full(&self) -> bool {
+        self.cfg.batch > 0 && self.fresh >= self.cfg.batch as u64
+    }
+
+    /// One read through the source. A configuration error ends the tick; a
+    /// source that cannot answer now is remembered so no further reads are
+    /// tried this tick (the inner `Err`).
+    #[allow(clippy::type_complexity)]
+    pub(super) fn read(
+        &mut self,
+        path: &str,
+        blob: &str,
+    ) -> Result<std::result::Result<(ContentFacts, Option<Vec<u8>>), SourceError>> {
+        match read_facts(&mut *self.source, path, blob, self.cfg.max_file_bytes) {
+            Ok((f, b)) => {
+                self.reads += u64::from(b.is_some());
+                Ok(Ok((f, b)))
+            }
+            Err(e) => {
+                let e = fatal(e)?;
+                self.source_down = Some(e.to_string());
+                Ok(Err(e))
+            }
+        }
+    }
+
+    /// Grade the file's open watch if its window elapsed or an incident
+    /// happened; a file that left the tree closes its watch ungraded.
+    pub(super) fn grade(&mut self, state: &mut State, path: &str) {
+        match state.files.get(path) {
+            Some(r) => {
+                let streak = r.rollback_streak;
+                observation::resolve_if_due(
+                    &mut state.observations,
+                    path,
+                    streak,
+                    self.cfg.locked(path),
+                    self.cfg.now,
+                    self.cfg.resolved_limit,
+                );
+            }
+            None => {
+                state.observations.open.remove(path);
+            }
+        }
+    }
+
+    /// Label a SKIP (observation mode). It never changes the decision.
+    fn observe(&self, state: &mut State, s: &Subject, reason: &str) {
+        let streak = state.files.get(&s.path).map_or(0, |r| r.rollback_streak);
+        observation::observe(
+            &mut state.observations,
+            &s.path,
+            &ObserveInput {
+                reason,
+                status: s.status.as_str(),
+                role: s.role.as_str(),
+                risk: s.risk.as_str(),
+                confidence: policy::confidence(s.role, streak, 0),
+                known_skip: s.role != Role::Unknown,
+                rollback_streak: streak,
+            },
+            self.cfg.now,
+            self.cfg.watch_limit,
+        );
+    }
+}

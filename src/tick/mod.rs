@@ -1,0 +1,269 @@
+//! One tick, cheapest stage first: the only place that orders effects.
+//!
+//! `run` reads top to bottom as the stages of the design: lock, admit, look
+//! (one head lookup and the verdict), the no-op, then load, plan, judge
+//! (consulting the advisor only where local policy cannot decide), save and
+//! report. Every early exit is visible at its stage.
+
+mod config;
+mod consult;
+mod early;
+mod facts;
+mod judge;
+mod plan;
+mod report;
+mod save;
+
+use anyhow::Result;
+
+pub use config::{AdvisorSettings, TickConfig, current_evidence};
+pub use facts::{
+    Current, DEFAULT_MAX_FILE_BYTES, Judging, content_hash, current_fingerprint, fingerprint_of,
+    review_due, status_of,
+};
+pub use report::{FileReport, ReportedVerdict, TickReport, short_id};
+
+use crate::exit;
+use crate::gate::autonomy::{self, Admission};
+use crate::gate::wake::{Detail, Reason};
+use crate::llm::client::Advisor;
+use crate::patch::Patcher;
+use crate::publish::{Publisher, WriteLog};
+use crate::source::{Source, SourceError};
+use crate::state::storage::Storage;
+use crate::state::{Outcome, State};
+use early::Look;
+
+/// Everything a tick acts on, passed in as one value so that the binary,
+/// `simulate` and the tests choose the real thing or a fake.
+pub struct Effects<'a> {
+    pub source: &'a mut dyn Source,
+    /// `None`: no advisor (judgement is handed over as `needs_review`).
+    pub advisor: Option<&'a mut dyn Advisor>,
+    pub storage: &'a mut dyn Storage,
+    /// Where the dashboard of open proposals goes, if anywhere.
+    pub publisher: Option<&'a mut dyn Publisher>,
+    /// Where proposed contents are committed, if anywhere.
+    pub patcher: Option<&'a mut dyn Patcher>,
+}
+
+impl<'a> Effects<'a> {
+    /// A source and a storage, with no advisor, publisher or patcher.
+    pub fn new(source: &'a mut dyn Source, storage: &'a mut dyn Storage) -> Effects<'a> {
+        Effects {
+            source,
+            advisor: None,
+            storage,
+            publisher: None,
+            patcher: None,
+        }
+    }
+
+    /// The same effects, with `advisor` consulted where policy cannot decide.
+    pub fn with_advisor(mut self, advisor: Option<&'a mut dyn Advisor>) -> Effects<'a> {
+        self.advisor = advisor;
+        self
+    }
+}
+
+/// Run one tick.
+pub fn run(cfg: &TickConfig, fx: &mut Effects) -> Result<TickReport> {
+    if let Some(busy) = early::lock(cfg, fx.storage)? {
+        return Ok(busy);
+    }
+    if let Some(rate_limited) = early::admit(cfg, fx.storage)? {
+        return Ok(rate_limited);
+    }
+    let look = early::look(cfg, fx.storage, fx.source)?;
+    if !look.verdict.wake {
+        return early::idle(cfg, &look, fx.storage, fx.source);
+    }
+
+    let mut state = if look.known_state {
+        fx.storage.load()?.unwrap_or_else(State::new)
+    } else {
+        State::new()
+    };
+    let journal = fx.storage.journal_read()?;
+    let mut work = Work::new(cfg, &look, fx);
+    let spent = work.spend(&mut state, &look);
+    let (settled, wanted) = work.plan(&mut state, &look.verdict, look.head.as_deref())?;
+    let queue = work.queue(&mut state, wanted);
+    let files = work.judge(&mut state, &queue)?;
+    let done = work.finish(&mut state, spent, &files);
+
+    let mut notes = done.notes;
+    let counts = save::tally(cfg, &mut state, &files, &mut notes);
+    save::summarise(cfg, &mut state, &look, settled, journal);
+    let mut report = TickReport::new(
+        exit::for_reason(look.verdict.reason),
+        report::reported(&look.verdict),
+        cfg.dry_run,
+    );
+    report.writes = done.writes;
+    report.notes = notes;
+    let publisher = fx.publisher.as_deref_mut().map(|p| p as &mut dyn Publisher);
+    save::write(cfg, &mut state, fx.storage, publisher, &mut report)?;
+
+    report.head = look.head;
+    report.pending = state.backlog.len() as u64;
+    report.files = files;
+    report.counts = counts;
+    report.requests = fx.source.requests();
+    report.requests_by_kind = fx.source.request_counts();
+    report.slept_ms = fx.source.waits_ms();
+    report.slept_ms.extend(done.slept_ms);
+    report.llm_calls = done.llm_calls;
+    report.advisor = if cfg.advisor.is_some() { "on" } else { "off" };
+    if cfg.advisor.is_none() && report.counts.contains_key("needs_review") {
+        report.notes.push(
+            "advisor off: set OPENAI_API_KEY to have a model judge the needs_review files".into(),
+        );
+    }
+    report.file_reads = done.reads;
+    report.fresh_evaluations = done.fresh;
+    Ok(report)
+}
+
+/// The working context of a waking tick: the effects it may use while it
+/// plans and judges, and what it counts along the way.
+struct Work<'a> {
+    cfg: &'a TickConfig,
+    /// Why this tick woke.
+    reason: Reason,
+    /// The file a review or a reconsideration is about: evaluated afresh.
+    forced: Option<String>,
+    source: &'a mut dyn Source,
+    advisor: Option<&'a mut dyn Advisor>,
+    patcher: Option<&'a mut dyn Patcher>,
+    /// Writes made while judging (patches), for the report.
+    writes: Vec<WriteLog>,
+    evidence: &'a str,
+    fresh: u64,
+    reads: u64,
+    /// Set when the source failed a read: no further reads this tick.
+    source_down: Option<String>,
+    notes: Vec<String>,
+}
+
+/// What the working stages hand over to save and report.
+struct Done {
+    writes: Vec<WriteLog>,
+    notes: Vec<String>,
+    llm_calls: u64,
+    slept_ms: Vec<u64>,
+    fresh: u64,
+    reads: u64,
+}
+
+/// A configuration error ends the tick; anything else is noted and the tick goes on.
+fn fatal(e: SourceError) -> Result<SourceError> {
+    match e {
+        SourceError::Config(msg) => Err(anyhow::anyhow!("{msg} (nothing was saved)")),
+        other => Ok(other),
+    }
+}
+
+impl<'a> Work<'a> {
+    /// Patches only when asked for and never on a dry run; the advisor only
+    /// when the configuration has one.
+    fn new(cfg: &'a TickConfig, look: &Look, fx: &'a mut Effects<'_>) -> Work<'a> {
+        let patcher = match fx.patcher.as_deref_mut() {
+            Some(p) if cfg.patches && !cfg.dry_run => Some(p as &mut dyn Patcher),
+            _ => None,
+        };
+        let advisor = match fx.advisor.as_deref_mut() {
+            Some(a) if cfg.advisor.is_some() => Some(a as &mut dyn Advisor),
+            _ => None,
+        };
+        let forced = match (&look.verdict.reason, &look.verdict.detail) {
+            (Reason::OpportunityDue | Reason::AutonomyDue, Some(Detail::File { path, .. })) => {
+                Some(path.clone())
+            }
+            _ => None,
+        };
+        Work {
+            cfg,
+            reason: look.verdict.reason,
+            forced,
+            source: &mut *fx.source,
+            advisor,
+            patcher,
+            writes: Vec::new(),
+            evidence: &cfg.evidence,
+            fresh: 0,
+            reads: 0,
+            source_down: None,
+            notes: Vec::new(),
+        }
+    }
+}
+
+impl Work<'_> {
+    /// A reconsideration costs an autonomy token before it starts; `finish`
+    /// refunds it if nothing was answered.
+    fn spend(&self, state: &mut State, look: &Look) -> Option<autonomy::Spent> {
+        if let Some(a) = &look.admission {
+            autonomy::note(&mut state.autonomy, a);
+        }
+        match (&look.verdict.reason, &look.admission) {
+            (Reason::AutonomyDue, Some(Admission::Eligible { path, trigger }))
+                if state.files.contains_key(path) =>
+            {
+                Some(autonomy::spend(&mut state.autonomy, trigger, self.cfg.now))
+            }
+            _ => None,
+        }
+    }
+
+    /// After judging: refund an unanswered reconsideration, try failed
+    /// patches again, and count the advisor's attempts.
+    fn finish(
+        mut self,
+        state: &mut State,
+        spent: Option<autonomy::Spent>,
+        files: &[FileReport],
+    ) -> Done {
+        if let Some(spent) = &spent {
+            let answered = files.iter().any(|f| {
+                f.path == spent.path
+                    && !matches!(
+                        f.outcome,
+                        Outcome::Deferred
+                            | Outcome::Held
+                            | Outcome::Failed
+                            | Outcome::BadResponse
+                            | Outcome::Pending
+                    )
+            });
+            if !answered {
+                autonomy::refund(&mut state.autonomy, spent);
+            }
+        }
+        if let Some(e) = &self.source_down {
+            self.notes.push(format!(
+                "stopped reading: {e}; the files not read wait in the backlog"
+            ));
+        }
+        self.retry_patches(state);
+        let llm_calls = self.advisor.as_ref().map_or(0, |a| a.calls());
+        state.llm.attempts += llm_calls;
+        state.novelty.fresh_evaluations += self.fresh;
+        state.novelty.file_reads += self.reads;
+        Done {
+            writes: self.writes,
+            notes: self.notes,
+            llm_calls,
+            slept_ms: self
+                .advisor
+                .as_ref()
+                .map(|a| a.waits_ms())
+                .unwrap_or_default(),
+            fresh: self.fresh,
+            reads: self.reads,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,349 @@
+//! plan: bring the remembered tree up to the head and choose the files the
+//! wake is about, then queue them with what earlier wakes left over.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use anyhow::Result;
+use chrono::{DateTime, Utc};
+
+use super::{Work, fatal};
+use crate::gate::observation;
+use crate::gate::wake::{Detail, Reason, Verdict};
+use crate::llm::protocol;
+use crate::source::{Change, Entry};
+use crate::state::{FileRecord, Outcome, Proposal, State};
+
+impl Work<'_> {
+    /// Bring the remembered tree up to the head and return the files the
+    /// wake is about. `settled` is false when the tree could not be learned.
+    pub(super) fn plan(
+        &mut self,
+        state: &mut State,
+        verdict: &Verdict,
+        head: Option<&str>,
+    ) -> Result<(bool, Vec<String>)> {
+        Ok(match verdict.reason {
+            Reason::FirstRun | Reason::ShaUnavailable => {
+                let at = head.unwrap_or(&self.cfg.rev).to_string();
+                match self.list(state, &at)? {
+                    Some(_) => (true, state.files.keys().cloned().collect()),
+                    None => (false, Vec::new()),
+                }
+            }
+            Reason::RepoChanged => match &verdict.detail {
+                Some(Detail::Change { from, to }) => match self.follow(state, from, to)? {
+                    Some(changed) => (true, with_dependents(state, changed)),
+                    None => (false, Vec::new()),
+                },
+                _ => (false, Vec::new()),
+            },
+            Reason::EvidenceChanged => (true, state.files.keys().cloned().collect()),
+            Reason::ObservationDue => {
+                self.grade_due(state);
+                (true, Vec::new())
+            }
+            _ => (true, Vec::new()),
+        })
+    }
+
+    /// The order of work: the file a wake is about first, whatever its place
+    /// in the batch; then the wake's own files; then what earlier wakes left
+    /// over; then files whose judgement did not happen (deferred, held,
+    /// failed), which are tried again on a wake, never on a tick of their own.
+    pub(super) fn queue(&self, state: &mut State, mut candidates: Vec<String>) -> Vec<String> {
+        if let Some(path) = &self.forced {
+            candidates.retain(|p| p != path);
+            candidates.insert(0, path.clone());
+        }
+        let old_backlog = std::mem::take(&mut state.backlog);
+        let mut seen: BTreeSet<String> = candidates.iter().cloned().collect();
+        for p in old_backlog.into_iter().chain(self.retries(state)) {
+            if seen.insert(p.clone()) {
+                candidates.push(p);
+            }
+        }
+        candidates
+    }
+
+    /// Files to try again: only wakes that look at the tree take them along
+    /// (a review, a reconsideration or a grading wake is about its own
+    /// files), and only while the provider is not held.
+    fn retries(&self, state: &State) -> Vec<String> {
+        let retry_wake = matches!(
+            self.reason,
+            Reason::FirstRun
+                | Reason::ShaUnavailable
+                | Reason::RepoChanged
+                | Reason::EvidenceChanged
+                | Reason::Backlog
+        );
+        let provider_open = retry_wake
+            && self.advisor.is_some()
+            && !state
+                .llm
+                .circuit
+                .as_ref()
+                .is_some_and(|c| protocol::is_open(c, self.cfg.now));
+        if !provider_open {
+            return Vec::new();
+        }
+        state
+            .files
+            .iter()
+            .filter(|(_, r)| {
+                r.decision.as_ref().is_some_and(|d| {
+                    matches!(
+                        d.outcome,
+                        Outcome::Deferred | Outcome::Held | Outcome::Failed | Outcome::BadResponse
+                    )
+                })
+            })
+            .map(|(p, _)| p.clone())
+            .collect()
+    }
+
+    /// List the tree at `at` and make it the remembered one; `None` when the
+    /// listing failed (noted).
+    fn list(&mut self, state: &mut State, at: &str) -> Result<Option<Changed>> {
+        match self.source.list(at) {
+            Ok(entries) => Ok(Some(self.sync(state, entries))),
+            Err(e) => {
+                let e = fatal(e)?;
+                self.notes.push(format!("listing failed: {e}"));
+                Ok(None)
+            }
+        }
+    }
+
+    /// The paths changed between two heads: one compare call, the listing
+    /// when that fails; then the rollback streaks of the range.
+    fn follow(&mut self, state: &mut State, from: &str, to: &str) -> Result<Option<Changed>> {
+        let changed = match self.source.changes(from, to) {
+            Ok(changes) => Some(apply_changes(state, changes, self.cfg.now)),
+            Err(e) => {
+                let e = fatal(e)?;
+                self.notes
+                    .push(format!("compare failed ({e}); fell back to the listing"));
+                self.list(state, to)?
+            }
+        };
+        let Some(mut changed) = changed else {
+            return Ok(None);
+        };
+        self.rollbacks(state, from, to, &mut changed)?;
+        Ok(Some(changed))
+    }
+
+    /// Grade every watch past its checkpoint. Grading needs no file: the
+    /// streak and the lock are in the state.
+    fn grade_due(&mut self, state: &mut State) {
+        let totals = &state.observations.totals;
+        let (before_ok, before_wrong) = (totals.resolved_correct, totals.resolved_wrong);
+        for path in observation::due(&state.observations, self.cfg.now) {
+            self.grade(state, &path);
+        }
+        let t = &state.observations.totals;
+        let (ok, wrong) = (
+            t.resolved_correct - before_ok,
+            t.resolved_wrong - before_wrong,
+        );
+        self.notes.push(format!(
+            "graded {} prediction(s): {ok} correct, {wrong} wrong",
+            ok + wrong
+        ));
+    }
+
+    /// Revert commits raise the rollback streak of the files they touch,
+    /// even when the revert leaves the bytes as they were (the streak is part
+    /// of the fingerprint, so those files are looked at again); a file changed
+    /// in the range by anything else starts over at zero.
+    fn rollbacks(
+        &mut self,
+        state: &mut State,
+        from: &str,
+        to: &str,
+        changed: &mut Changed,
+    ) -> Result<()> {
+        let reverts = match self.source.reverts(from, to) {
+            Ok(r) => r,
+            Err(e) => {
+                let e = fatal(e)?;
+                self.notes.push(format!("rollback lookup failed: {e}"));
+                return Ok(());
+            }
+        };
+        let mut raised: BTreeMap<&str, u32> = BTreeMap::new();
+        for paths in &reverts {
+            for p in paths {
+                *raised.entry(p.as_str()).or_default() += 1;
+            }
+        }
+        for p in changed.added.iter().chain(&changed.modified) {
+            if let Some(r) = state.files.get_mut(p)
+                && !raised.contains_key(p.as_str())
+            {
+                r.rollback_streak = 0;
+            }
+        }
+        for (p, n) in raised {
+            if let Some(r) = state.files.get_mut(p) {
+                r.rollback_streak = r.rollback_streak.saturating_add(n);
+                if !changed
+                    .added
+                    .iter()
+                    .chain(&changed.modified)
+                    .any(|c| c == p)
+                {
+                    changed.modified.push(p.to_string());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Replace the remembered tree with a listing; returns the changed paths.
+    fn sync(&mut self, state: &mut State, entries: Vec<Entry>) -> Changed {
+        let mut changed = Changed::default();
+        let listed: BTreeSet<&str> = entries.iter().map(|e| e.path.as_str()).collect();
+        let gone: Vec<String> = state
+            .files
+            .keys()
+            .filter(|p| !listed.contains(p.as_str()))
+            .cloned()
+            .collect();
+        for p in gone {
+            state.files.remove(&p);
+            changed.deleted.push(p);
+        }
+        for e in &entries {
+            match state.files.get_mut(&e.path) {
+                Some(r) if r.blob == e.blob => {}
+                Some(r) => {
+                    r.blob = e.blob.clone();
+                    r.content = None;
+                    r.changed_ts = Some(self.cfg.now);
+                    r.review = None;
+                    mark_stale(&mut state.llm.proposals, &e.path);
+                    changed.modified.push(e.path.clone());
+                }
+                None => {
+                    state
+                        .files
+                        .insert(e.path.clone(), new_record(&e.blob, self.cfg.now));
+                    changed.added.push(e.path.clone());
+                }
+            }
+        }
+        changed
+    }
+}
+
+fn new_record(blob: &str, now: DateTime<Utc>) -> FileRecord {
+    FileRecord {
+        blob: blob.to_string(),
+        changed_ts: Some(now),
+        last_ts: now,
+        ..FileRecord::default()
+    }
+}
+
+/// The file changed on the watched branch: its proposal no longer applies
+/// as it stands, and a content not yet committed is dropped.
+fn mark_stale(proposals: &mut BTreeMap<String, Proposal>, path: &str) {
+    if let Some(p) = proposals.get_mut(path) {
+        p.stale = true;
+        p.patch_pending = None;
+    }
+}
+
+/// Paths that changed between the remembered tree and the new one.
+#[derive(Debug, Default)]
+struct Changed {
+    added: Vec<String>,
+    modified: Vec<String>,
+    deleted: Vec<String>,
+}
+
+fn apply_changes(state: &mut State, changes: Vec<Change>, now: DateTime<Utc>) -> Changed {
+    let mut changed = Changed::default();
+    for c in changes {
+        match c {
+            Change::Upsert { path, blob } => match state.files.get_mut(&path) {
+                Some(r) => {
+                    // A failed head lookup may already have brought this
+                    // file up to date from the listing: keep what is known.
+                    if r.blob != blob {
+                        r.blob = blob;
+                        r.content = None;
+                        r.changed_ts = Some(now);
+                        r.review = None;
+                        mark_stale(&mut state.llm.proposals, &path);
+                    }
+                    changed.modified.push(path);
+                }
+                None => {
+                    state.files.insert(path.clone(), new_record(&blob, now));
+                    changed.added.push(path);
+                }
+            },
+            Change::Delete { path } => {
+                if state.files.remove(&path).is_some() {
+                    changed.deleted.push(path);
+                }
+            }
+        }
+    }
+    state.backlog.retain(|p| state.files.contains_key(p));
+    changed
+}
+
+/// The changed files that still exist, then the files that depend on any
+/// changed one. When paths appeared or disappeared, files whose imports could
+/// not all be resolved are looked at again too: the new tree may resolve them.
+fn with_dependents(state: &State, changed: Changed) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    for p in changed.added.iter().chain(&changed.modified) {
+        if seen.insert(p.clone()) {
+            out.push(p.clone());
+        }
+    }
+    let touched: BTreeSet<&str> = changed
+        .added
+        .iter()
+        .chain(&changed.modified)
+        .chain(&changed.deleted)
+        .map(String::as_str)
+        .collect();
+    let mut reverse: HashMap<&str, Vec<&str>> = HashMap::new();
+    for (path, r) in &state.files {
+        for d in &r.deps {
+            reverse.entry(d.as_str()).or_default().push(path.as_str());
+        }
+    }
+    let mut dependents: BTreeSet<&str> = touched
+        .iter()
+        .filter_map(|t| reverse.get(t))
+        .flatten()
+        .copied()
+        .collect();
+    if !changed.added.is_empty() || !changed.deleted.is_empty() {
+        dependents.extend(
+            state
+                .files
+                .iter()
+                .filter(|(_, r)| {
+                    r.fingerprint
+                        .as_deref()
+                        .is_some_and(|fp| fp.ends_with("|deps:unknown"))
+                })
+                .map(|(p, _)| p.as_str()),
+        );
+    }
+    for d in dependents {
+        if seen.insert(d.to_string()) {
+            out.push(d.to_string());
+        }
+    }
+    out
+}

@@ -1,0 +1,121 @@
+//! What one tick did: the report behind the one-line verdict and `--json`.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::gate::novelty::Novelty;
+use crate::gate::wake::Verdict;
+use crate::llm::client::Finding;
+use crate::publish::WriteLog;
+use crate::source::RequestCounts;
+use crate::state::Outcome;
+
+/// What happened to one file in this tick.
+#[derive(Debug, Clone, Serialize)]
+pub struct FileReport {
+    pub path: String,
+    pub outcome: Outcome,
+    pub reason: String,
+    pub novelty: Option<Novelty>,
+    pub fingerprint: Option<String>,
+    /// The advisor's findings, for an `evolve` outcome.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub findings: Option<Vec<Finding>>,
+}
+
+impl FileReport {
+    pub(crate) fn new(
+        path: &str,
+        outcome: Outcome,
+        reason: String,
+        novelty: Novelty,
+    ) -> FileReport {
+        FileReport {
+            path: path.to_string(),
+            outcome,
+            reason,
+            novelty: Some(novelty),
+            fingerprint: None,
+            findings: None,
+        }
+    }
+
+    pub(crate) fn with_fingerprint(mut self, fp: Option<String>) -> FileReport {
+        self.fingerprint = fp;
+        self
+    }
+}
+
+/// The verdict as reported: the wake gate's, or a refusal before it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReportedVerdict {
+    pub wake: bool,
+    pub reason: String,
+    pub detail: Option<serde_json::Value>,
+}
+
+/// Everything a tick did, for the one-line summary and `--json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct TickReport {
+    pub exit_code: u8,
+    pub verdict: ReportedVerdict,
+    pub head: Option<String>,
+    pub files: Vec<FileReport>,
+    pub counts: BTreeMap<&'static str, u64>,
+    pub pending: u64,
+    pub requests: u64,
+    /// Requests per kind: head, list, read, compare, history.
+    pub requests_by_kind: RequestCounts,
+    /// Waits the source and the advisor asked for, in milliseconds.
+    pub slept_ms: Vec<u64>,
+    /// `on` or `off`.
+    pub advisor: &'static str,
+    /// HTTP attempts made to the model provider (every retry counts).
+    pub llm_calls: u64,
+    /// Every write of this tick: what was written where.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub writes: Vec<WriteLog>,
+    pub file_reads: u64,
+    pub fresh_evaluations: u64,
+    pub state_written: bool,
+    pub dry_run: bool,
+    pub notes: Vec<String>,
+}
+
+impl TickReport {
+    pub(crate) fn new(exit_code: u8, verdict: ReportedVerdict, dry_run: bool) -> TickReport {
+        TickReport {
+            exit_code,
+            verdict,
+            head: None,
+            files: Vec::new(),
+            counts: BTreeMap::new(),
+            pending: 0,
+            requests: 0,
+            requests_by_kind: RequestCounts::default(),
+            slept_ms: Vec::new(),
+            advisor: "off",
+            llm_calls: 0,
+            writes: Vec::new(),
+            file_reads: 0,
+            fresh_evaluations: 0,
+            state_written: false,
+            dry_run,
+            notes: Vec::new(),
+        }
+    }
+}
+
+pub(crate) fn reported(v: &Verdict) -> ReportedVerdict {
+    ReportedVerdict {
+        wake: v.wake,
+        reason: v.reason.as_str().to_string(),
+        detail: v.detail.as_ref().and_then(|d| serde_json::to_value(d).ok()),
+    }
+}
+
+/// The first seven characters of a commit id, for humans.
+pub fn short_id(id: &str) -> &str {
+    id.get(..7).unwrap_or(id)
+}

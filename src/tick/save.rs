@@ -1,0 +1,219 @@
+//! save: fold what the tick learned into the state (tallies, bounds, the
+//! header's summaries), then write: dashboard, state, journal, reports.
+
+use std::collections::BTreeMap;
+
+use anyhow::Result;
+
+use super::config::TickConfig;
+use super::early::Look;
+use super::facts::review_due;
+use super::report::{FileReport, TickReport};
+use crate::gate::autonomy::{Trigger, TriggerKind};
+use crate::gate::novelty;
+use crate::gate::observation;
+use crate::gate::wake;
+use crate::llm::protocol;
+use crate::publish::{Publisher, WriteLog};
+use crate::report::dashboard;
+use crate::state::storage::Storage;
+use crate::state::{NextReview, Outcome, State, journal};
+
+/// Most state-derived triggers kept in the header.
+const MAX_TRIGGERS: usize = 50;
+
+/// Bound the memory, queue what the batch left over, and count outcomes.
+/// Returns the per-outcome counts of this tick.
+pub(super) fn tally(
+    cfg: &TickConfig,
+    state: &mut State,
+    files: &[FileReport],
+    notes: &mut Vec<String>,
+) -> BTreeMap<&'static str, u64> {
+    for gone in novelty::evict(state.files.iter(), state.files.len(), cfg.max_files) {
+        state.files.remove(&gone);
+    }
+    if state.files.len() >= cfg.max_files && cfg.max_files > 0 {
+        notes.push(format!(
+            "the file limit of {} was reached; raise --max-files above the repository's size",
+            cfg.max_files
+        ));
+    }
+    state.backlog = files
+        .iter()
+        .filter(|f| f.outcome == Outcome::Pending && state.files.contains_key(&f.path))
+        .map(|f| f.path.clone())
+        .collect();
+    let mut counts: BTreeMap<&'static str, u64> = BTreeMap::new();
+    for f in files {
+        *counts.entry(f.outcome.as_str()).or_default() += 1;
+        if f.outcome != Outcome::Pending {
+            *state
+                .outcomes
+                .entry(f.outcome.as_str().to_string())
+                .or_default() += 1;
+        }
+    }
+    state.novelty.reuses += counts.get("reused").copied().unwrap_or(0);
+    state.novelty.estimated_tokens_saved += files
+        .iter()
+        .filter(|f| f.outcome == Outcome::Reused)
+        .filter_map(|f| state.files.get(&f.path))
+        .map(|r| novelty::estimate_tokens(r.content.as_ref().map_or(0, |c| c.chars)))
+        .sum::<u64>();
+    counts
+}
+
+/// Refresh what the header summarises for the cheap stages of the next
+/// tick, and remember this wake.
+pub(super) fn summarise(
+    cfg: &TickConfig,
+    state: &mut State,
+    look: &Look,
+    settled: bool,
+    journal: journal::Contents,
+) {
+    let unsaved = journal.unfolded(state.journal);
+    state.next_observation_due = observation::next_due(&state.observations);
+    state.provider_held_until = state
+        .llm
+        .circuit
+        .as_ref()
+        .filter(|c| protocol::is_open(c, cfg.now))
+        .map(|c| c.until);
+    state.autonomy_triggers = derived_triggers(state, cfg);
+    state.next_review = state
+        .files
+        .iter()
+        .filter_map(|(p, r)| review_due(r, p, &cfg.locks).map(|at| (at, p)))
+        .min()
+        .map(|(at, p)| NextReview {
+            at,
+            path: p.clone(),
+        });
+    wake::remember(
+        &mut state.wake,
+        &look.verdict,
+        unsaved,
+        look.head.as_deref(),
+        &cfg.evidence,
+        settled,
+        cfg.now,
+    );
+    state.journal = journal::fold(state.journal, journal);
+}
+
+/// Triggers the state itself provides, for the autonomy admission: an
+/// unresolved rollback, a wrong stability prediction, an open proposal,
+/// imports that do not resolve. Their identity is the condition, not the
+/// time, so a persistent condition is one question, answered once.
+fn derived_triggers(state: &State, cfg: &TickConfig) -> Vec<Trigger> {
+    let mut out = Vec::new();
+    for (path, r) in &state.files {
+        if cfg.locked(path) {
+            continue;
+        }
+        let ts = r.changed_ts.unwrap_or(r.last_ts);
+        let trigger = |kind, detail| Trigger {
+            path: path.clone(),
+            kind,
+            detail,
+            ts,
+        };
+        if r.rollback_streak > 0 {
+            let detail = format!("streak={} blob={}", r.rollback_streak, r.blob);
+            out.push(trigger(TriggerKind::UnresolvedRollback, detail));
+        }
+        if let Some(w) = observation::last_wrong(&state.observations, path) {
+            out.push(Trigger {
+                ts: w.resolved,
+                ..trigger(TriggerKind::WrongPrediction, w.resolved.to_rfc3339())
+            });
+        }
+        if let Some(p) = state.llm.proposals.get(path) {
+            out.push(Trigger {
+                ts: p.ts,
+                ..trigger(TriggerKind::OpenProposal, p.fingerprint.clone())
+            });
+        }
+        if r.fingerprint
+            .as_deref()
+            .is_some_and(|fp| fp.ends_with("|deps:unknown"))
+        {
+            let detail = format!("deps-unknown blob={}", r.blob);
+            out.push(trigger(TriggerKind::DependencyDrift, detail));
+        }
+        if out.len() >= MAX_TRIGGERS {
+            break;
+        }
+    }
+    out
+}
+
+/// Write what a waking tick produced, dashboard first: the hash saved with
+/// the state is then the hash of what was really published, and a failure
+/// keeps the old hash so a later wake tries again.
+pub(super) fn write(
+    cfg: &TickConfig,
+    state: &mut State,
+    storage: &mut dyn Storage,
+    publisher: Option<&mut dyn Publisher>,
+    report: &mut TickReport,
+) -> Result<()> {
+    if cfg.dry_run {
+        return Ok(());
+    }
+    if let Some(publisher) = publisher {
+        publish(cfg, state, publisher, report);
+    }
+    let bytes = storage.save(state)?;
+    report.state_written = true;
+    report.writes.push(WriteLog {
+        kind: "state",
+        target: cfg.state.display().to_string(),
+        ok: true,
+        detail: format!("{bytes} bytes"),
+    });
+    storage.journal_clear()?;
+    if let Some(path) = &cfg.codequality {
+        let bytes = crate::report::codequality::render(&state.llm.proposals)?;
+        storage.write_report(path, &bytes)?;
+        report.writes.push(WriteLog {
+            kind: "codequality",
+            target: path.display().to_string(),
+            ok: true,
+            detail: format!("{} bytes", bytes.len()),
+        });
+    }
+    Ok(())
+}
+
+/// Publish the dashboard when its content (health line aside) changed.
+fn publish(
+    cfg: &TickConfig,
+    state: &mut State,
+    publisher: &mut dyn Publisher,
+    report: &mut TickReport,
+) {
+    let page = dashboard::render(state, cfg.web_url.as_deref(), cfg.now);
+    let h = dashboard::hash(dashboard::without_health(&page));
+    if state.llm.dashboard_hash.as_deref() == Some(h.as_str()) {
+        return;
+    }
+    let (ok, detail) = match publisher.publish(&page) {
+        Ok(detail) => {
+            state.llm.dashboard_hash = Some(h);
+            (true, detail)
+        }
+        Err(detail) => {
+            report.notes.push(detail.clone());
+            (false, detail)
+        }
+    };
+    report.writes.push(WriteLog {
+        kind: "dashboard",
+        target: publisher.target(),
+        ok,
+        detail,
+    });
+}
