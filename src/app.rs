@@ -24,6 +24,11 @@ use crate::patch::{GitBranch, GitLabBranch, Patcher};
 use crate::publish::{FilePublisher, GitLabIssue, Publisher};
 use crate::state::storage::FileStorage;
 
+/// File reads per tick on the GitLab source unless `--max-reads` says
+/// otherwise: each read is one API request, and the token's per-minute
+/// allowance is usually shared with the project's other jobs.
+const DEFAULT_GITLAB_MAX_READS: usize = 100;
+
 /// Run the parsed command; the returned value is the process exit code.
 pub fn run(cli: Cli) -> Result<u8> {
     match cli.command {
@@ -74,6 +79,11 @@ fn run_tick(args: TickArgs) -> Result<u8> {
     } else {
         None
     };
+    // Reads are free on a local clone; on GitLab each is an API request.
+    let max_reads = args.max_reads.unwrap_or(match choice {
+        SourceChoice::Gitlab(_) => DEFAULT_GITLAB_MAX_READS,
+        SourceChoice::Git { .. } => 0,
+    });
     let (mut source, rev) = build_source(choice)?;
     let model = advisor_on.then_some(args.llm.model.as_str());
     let now = args.now.unwrap_or_else(Utc::now);
@@ -81,6 +91,7 @@ fn run_tick(args: TickArgs) -> Result<u8> {
         state: args.state.resolve(&args.source.repo),
         rev,
         batch: args.batch,
+        max_reads,
         dry_run: args.dry_run,
         max_files: args.max_files,
         max_file_bytes: args.max_file_bytes,
@@ -127,7 +138,7 @@ fn run_tick(args: TickArgs) -> Result<u8> {
         _ => None,
     };
     let mut storage = FileStorage::new(&cfg.state);
-    let report = tick::run(
+    let mut report = tick::run(
         &cfg,
         &mut tick::Effects {
             source: source.as_mut(),
@@ -138,6 +149,8 @@ fn run_tick(args: TickArgs) -> Result<u8> {
         },
     )?;
     eprintln!("{}", report::tick_line(&report));
+    // A dry run says what it would have done, file by file.
+    report.summarise_pending(args.all_pending || args.dry_run);
     if args.json {
         emit(format!("{}\n", serde_json::to_string(&report)?))?;
     }
@@ -251,6 +264,7 @@ fn run_explain(args: ExplainArgs) -> Result<u8> {
         now: Utc::now(),
     };
     let current = tick::current_fingerprint(&state, source.as_mut(), &rev, &file, &judging);
+    explainable(&file, state.files.contains_key(&file), &current)?;
     let e = explain::explain(&file, state.files.get(&file), &current);
     if args.json {
         emit(format!("{}\n", serde_json::to_string(&e)?))?;
@@ -258,6 +272,27 @@ fn run_explain(args: ExplainArgs) -> Result<u8> {
         emit(explain::render(&e))?;
     }
     Ok(0)
+}
+
+/// `explain` speaks of a file that is both in the watched tree and in the
+/// state; anything else is an error that says which half is missing.
+fn explainable(file: &str, in_state: bool, current: &tick::Current) -> Result<()> {
+    let in_tree = current.blob.is_some();
+    match (in_tree, in_state, &current.error) {
+        (true, true, _) => Ok(()),
+        (false, _, Some(e)) if e.starts_with("listing failed") => {
+            bail!("cannot explain `{file}`: {e}")
+        }
+        (false, false, _) => bail!(
+            "`{file}` is neither in the watched tree at the head nor in the state; give the path from the repository root, as `--json` and the dashboard print it"
+        ),
+        (true, false, _) => bail!(
+            "`{file}` is in the watched tree but not in the state yet; the next waking tick judges it"
+        ),
+        (false, true, _) => bail!(
+            "`{file}` is in the state but no longer in the watched tree at the head; the next waking tick forgets it"
+        ),
+    }
 }
 
 fn run_simulate(args: SimulateArgs) -> Result<u8> {

@@ -317,10 +317,16 @@ pub struct TickArgs {
     pub source: SourceArgs,
     #[command(flatten)]
     pub state: StateArg,
-    /// Fresh evaluations per tick; the rest wait in a backlog for the next
-    /// ticks. 0 = unlimited.
+    /// Paid consultations (model or agent calls) per tick; files that need
+    /// one past it wait in a backlog. Local decisions are free and never
+    /// counted. 0 = unlimited.
     #[arg(long, env = "SENTINEL_BATCH", value_name = "N", default_value_t = 5)]
     pub batch: usize,
+    /// File reads per tick; files not read wait in a backlog. 0 = unlimited
+    /// [default: 0 on the git source, where reads are free; 100 on GitLab,
+    /// where each read is an API request].
+    #[arg(long, env = "SENTINEL_MAX_READS", value_name = "N")]
+    pub max_reads: Option<usize>,
     /// Most files remembered; the least recently seen are forgotten past it.
     /// Keep it above the number of files in the watched path.
     #[arg(
@@ -348,6 +354,10 @@ pub struct TickArgs {
     /// Print the result as one JSON object on stdout.
     #[arg(long, env = "SENTINEL_JSON", value_parser = clap::builder::BoolishValueParser::new())]
     pub json: bool,
+    /// List every file left pending in --json (`files` and `pending_paths`),
+    /// not only their count and the first 20 paths.
+    #[arg(long, env = "SENTINEL_ALL_PENDING", value_parser = clap::builder::BoolishValueParser::new())]
+    pub all_pending: bool,
     #[command(flatten)]
     pub llm: LlmArgs,
     #[command(flatten)]

@@ -162,6 +162,7 @@ fn config(now: DateTime<Utc>, batch: usize, trigger: Trigger) -> TickConfig {
         state: "simulated/state.json".into(),
         rev: "HEAD".into(),
         batch,
+        max_reads: 0,
         dry_run: false,
         max_files: 200_000,
         max_file_bytes: tick::DEFAULT_MAX_FILE_BYTES,
@@ -551,4 +552,3 @@ mod tests {
         assert!(parse_changes("noon=c.js").is_err());
     }
 }
-

@@ -12,6 +12,8 @@ mod advisor;
 mod costs;
 #[path = "e2e/dashboard.rs"]
 mod dashboard;
+#[path = "e2e/front_door.rs"]
+mod front_door;
 #[path = "e2e/patches.rs"]
 mod patches;
 #[path = "e2e/properties.rs"]
@@ -372,6 +374,7 @@ fn a_noop_does_nothing() {
             "files": [],
             "counts": {},
             "pending": 0,
+            "pending_paths": [],
             "requests": 1,
             "requests_by_kind": {"head": 1, "list": 0, "read": 0, "compare": 0, "history": 0},
             "slept_ms": [],
@@ -381,6 +384,7 @@ fn a_noop_does_nothing() {
             "fresh_evaluations": 0,
             "state_written": false,
             "dry_run": false,
+            "writes": [],
             "notes": [],
         })
     );
@@ -623,6 +627,7 @@ fn lock_busy_exits_20_and_touches_nothing() {
             "files": [],
             "counts": {},
             "pending": 0,
+            "pending_paths": [],
             "requests": 0,
             "requests_by_kind": {"head": 0, "list": 0, "read": 0, "compare": 0, "history": 0},
             "slept_ms": [],
@@ -632,6 +637,7 @@ fn lock_busy_exits_20_and_touches_nothing() {
             "fresh_evaluations": 0,
             "state_written": false,
             "dry_run": false,
+            "writes": [],
             "notes": [format!("another tick holds `{}`", sb.lock().display())],
         })
     );
@@ -787,7 +793,7 @@ fn a_commit_outside_the_watched_path_is_a_noop() {
 }
 
 #[test]
-fn backlog_with_batch_2_on_7_files_evaluates_each_file_exactly_once() {
+fn backlog_with_max_reads_2_on_7_files_evaluates_each_file_exactly_once() {
     let sb = Sandbox::with_files(&SEVEN);
     let mut seen: Vec<String> = Vec::new();
     let mut reads = 0;
@@ -800,7 +806,7 @@ fn backlog_with_batch_2_on_7_files_evaluates_each_file_exactly_once() {
     ];
     for (i, (code, detail, done, pending, requests)) in expected.into_iter().enumerate() {
         let now = at(2 * i as i64);
-        let report = tick(&sb, &now, &["--batch", "2"], code);
+        let report = tick(&sb, &now, &["--max-reads", "2", "--all-pending"], code);
         assert_eq!(report["verdict"]["detail"], detail, "at {now}");
         assert_eq!(report["pending"], pending, "at {now}");
         assert_eq!(report["requests"], requests, "at {now}");
@@ -830,7 +836,7 @@ fn backlog_with_batch_2_on_7_files_evaluates_each_file_exactly_once() {
         seen.extend(decided);
         reads += u(&report["file_reads"]);
     }
-    tick(&sb, &at(8), &["--batch", "2"], 0);
+    tick(&sb, &at(8), &["--max-reads", "2"], 0);
 
     let mut sorted = seen.clone();
     sorted.sort();
@@ -855,10 +861,10 @@ fn backlog_with_batch_2_on_7_files_evaluates_each_file_exactly_once() {
 #[test]
 fn the_file_a_wake_is_about_goes_first_even_when_it_sorts_last() {
     let sb = Sandbox::with_files(&SEVEN);
-    tick(&sb, &at(0), &["--batch", "2"], 10);
+    tick(&sb, &at(0), &["--max-reads", "2"], 10);
     sb.repo.write(&p("g.js"), "// g.js\nmodule.exports = 2;\n");
     sb.repo.commit("change g.js");
-    let report = tick(&sb, &at(2), &["--batch", "2"], 12);
+    let report = tick(&sb, &at(2), &["--max-reads", "2", "--all-pending"], 12);
     assert_eq!(
         files(&report),
         vec![
@@ -1438,7 +1444,7 @@ fn every_setting_can_come_from_the_environment() {
         .env("SENTINEL_PATH", WATCHED)
         .env("SENTINEL_STATE", &sb.state)
         .env("SENTINEL_NOW", at(0))
-        .env("SENTINEL_BATCH", "2")
+        .env("SENTINEL_MAX_READS", "2")
         .env("SENTINEL_JSON", "1")
         .output();
     expect_code(&out, 10);
@@ -1530,7 +1536,7 @@ fn gitlab_listing_follows_link_rel_next_across_three_pages() {
     let gl = sb.gitlab();
     let api = Api::new(&gl);
 
-    let report = api_tick(&sb, &api, &at(0), &["--batch", "0"], 10);
+    let report = api_tick(&sb, &api, &at(0), &["--max-reads", "0"], 10);
     assert_eq!(
         report["requests_by_kind"],
         json!({"head": 1, "list": 3, "read": 251, "compare": 0, "history": 0})
@@ -1591,7 +1597,7 @@ fn gitlab_paths_and_the_project_are_url_encoded() {
         ..Api::new(&gl)
     };
 
-    let report = api_tick(&sb, &api, &at(0), &["--batch", "0"], 10);
+    let report = api_tick(&sb, &api, &at(0), &["--max-reads", "0"], 10);
     assert_eq!(report["head"], first.as_str());
     let got = files(&report);
     assert_eq!(got.len(), 101);
@@ -1980,7 +1986,7 @@ fn gitlab_a_429_on_content_three_times_leaves_the_file_pending() {
     let gl = sb.gitlab();
     let api = Api::new(&gl);
     gl.push_n(Endpoint::BlobRaw, 3, Reply::too_many_requests(7));
-    let report = api_tick(&sb, &api, &at(0), &["--fake-sleep"], 10);
+    let report = api_tick(&sb, &api, &at(0), &["--fake-sleep", "--all-pending"], 10);
     assert_eq!(
         report["slept_ms"],
         json!([7000, 7000]),
@@ -2009,7 +2015,13 @@ fn gitlab_a_retry_after_over_60_seconds_is_not_slept() {
     let sb = Sandbox::with_files(&FIVE);
     let gl = sb.gitlab();
     gl.push(Endpoint::BlobRaw, Reply::too_many_requests(120));
-    let report = api_tick(&sb, &Api::new(&gl), &at(0), &["--fake-sleep"], 10);
+    let report = api_tick(
+        &sb,
+        &Api::new(&gl),
+        &at(0),
+        &["--fake-sleep", "--all-pending"],
+        10,
+    );
     assert_eq!(report["slept_ms"], json!([]));
     assert_eq!(gl.requests_to(Endpoint::BlobRaw).len(), 1, "no retry");
     assert_eq!(files(&report)[0].1, "pending");

@@ -15,8 +15,12 @@ pub struct TickConfig {
     pub state: PathBuf,
     /// The revision listed when the head is unknown (the branch, or `HEAD`).
     pub rev: String,
-    /// Fresh evaluations per tick; 0 = unlimited.
+    /// Paid consultations (model or agent calls) per tick; 0 = unlimited.
+    /// Local decisions are free and never counted.
     pub batch: usize,
+    /// File reads per tick; 0 = unlimited. Reads are free on a local clone
+    /// but cost one API request each on GitLab.
+    pub max_reads: usize,
     pub dry_run: bool,
     /// Most files remembered; the oldest `last_ts` is evicted past it.
     pub max_files: usize,

@@ -37,6 +37,7 @@ impl Work<'_> {
                 Err(not_asked) => return Ok(not_asked),
             },
         };
+        self.consulted += 1;
         let Some(advisor) = self.advisor.as_mut() else {
             // A dry run calls no model; it says what it would have done.
             return Ok((

@@ -62,11 +62,20 @@ impl Work<'_> {
         if !subject.novelty.is_novel() && !forced {
             return Ok(self.reuse(state, &subject));
         }
-        if self.batch_full() {
-            return Ok(self.pending(path, subject.novelty, Some(subject.fingerprint)));
-        }
-        self.fresh += 1;
-        let judgement = self.decide(state, &subject, bytes)?;
+        let local = self.local(&subject);
+        let judgement = if local.outcome == Outcome::NeedsReview && self.cfg.advisor.is_some() {
+            // Only what costs is bounded: a consultation, and the read it
+            // may need when the bytes are not at hand.
+            let have_bytes = bytes.is_some() || subject.facts.chars > self.cfg.max_file_bytes;
+            if let Some(why) = self.cannot_consult(have_bytes) {
+                return Ok(self.pending(path, subject.novelty, Some(subject.fingerprint), why));
+            }
+            self.fresh += 1;
+            self.consult(state, &subject, bytes)?
+        } else {
+            self.fresh += 1;
+            (local.outcome, local.reason, None)
+        };
         Ok(self.remember(state, &subject, forced, judgement))
     }
 
@@ -88,8 +97,8 @@ impl Work<'_> {
         } else {
             Novelty::FirstSeen
         };
-        if self.batch_full() || self.source_down.is_some() {
-            return Ok(Err(self.pending(path, novelty, None)));
+        if let Some(why) = self.cannot_read() {
+            return Ok(Err(self.pending(path, novelty, None, why)));
         }
         let blob = record.blob.clone();
         Ok(match self.read(path, &blob)? {
@@ -151,26 +160,16 @@ impl Work<'_> {
             .with_fingerprint(Some(s.fingerprint.clone()))
     }
 
-    /// Local policy decides what it can; the advisor only what it cannot.
-    fn decide(
-        &mut self,
-        state: &mut State,
-        s: &Subject,
-        bytes: Option<Vec<u8>>,
-    ) -> Result<Judgement> {
-        let local = if s.status == Status::Locked {
-            policy::LocalDecision {
+    /// Local policy decides what it can; `needs_review` is for the advisor,
+    /// or handed over as such when the advisor is off.
+    fn local(&self, s: &Subject) -> policy::LocalDecision {
+        if s.status == Status::Locked {
+            return policy::LocalDecision {
                 outcome: Outcome::LocalSkip,
                 reason: "locked by configuration: never judged".into(),
-            }
-        } else {
-            policy::decide(s.role, s.risk)
-        };
-        if local.outcome == Outcome::NeedsReview && self.cfg.advisor.is_some() {
-            self.consult(state, s, bytes)
-        } else {
-            Ok((local.outcome, local.reason, None))
+            };
         }
+        policy::decide(s.role, s.risk)
     }
 
     /// Remember a fresh decision: dependencies, review schedule, the
@@ -233,12 +232,13 @@ impl Work<'_> {
     }
 
     /// A file left for a later tick, and why.
-    fn pending(&self, path: &str, novelty: Novelty, fingerprint: Option<String>) -> FileReport {
-        let why = if self.source_down.is_some() {
-            "the source is unavailable"
-        } else {
-            "the batch limit is reached"
-        };
+    fn pending(
+        &self,
+        path: &str,
+        novelty: Novelty,
+        fingerprint: Option<String>,
+        why: String,
+    ) -> FileReport {
         FileReport::new(
             path,
             Outcome::Pending,
@@ -248,8 +248,26 @@ impl Work<'_> {
         .with_fingerprint(fingerprint)
     }
 
-    fn batch_full(&self) -> bool {
-        self.cfg.batch > 0 && self.fresh >= self.cfg.batch as u64
+    /// Why no further read may be made in this tick, if so.
+    fn cannot_read(&self) -> Option<String> {
+        if self.source_down.is_some() {
+            return Some("the source is unavailable".into());
+        }
+        let limit = self.cfg.max_reads as u64;
+        (limit > 0 && self.read_calls >= limit)
+            .then(|| format!("the read limit (--max-reads {limit}) is reached"))
+    }
+
+    /// Why no further consultation may start in this tick, if so. `have_bytes`
+    /// says whether the advisor can do without a read. Only calls that
+    /// happen count: a file held by the circuit or deferred by the budget
+    /// costs nothing.
+    fn cannot_consult(&self, have_bytes: bool) -> Option<String> {
+        let limit = self.cfg.batch as u64;
+        if limit > 0 && self.consulted >= limit {
+            return Some(format!("the batch limit (--batch {limit}) is reached"));
+        }
+        if have_bytes { None } else { self.cannot_read() }
     }
 
     /// One read through the source. A configuration error ends the tick; a
@@ -261,6 +279,7 @@ impl Work<'_> {
         path: &str,
         blob: &str,
     ) -> Result<std::result::Result<(ContentFacts, Option<Vec<u8>>), SourceError>> {
+        self.read_calls += 1;
         match read_facts(&mut *self.source, path, blob, self.cfg.max_file_bytes) {
             Ok((f, b)) => {
                 self.reads += u64::from(b.is_some());

@@ -141,6 +141,11 @@ struct Work<'a> {
     evidence: &'a str,
     fresh: u64,
     reads: u64,
+    /// Advisor calls made (on a dry run: that would have been made).
+    consulted: u64,
+    /// Calls to the source's `read` (a refused oversized file counts too:
+    /// on GitLab it cost a request).
+    read_calls: u64,
     /// Set when the source failed a read: no further reads this tick.
     source_down: Option<String>,
     notes: Vec<String>,
@@ -193,6 +198,8 @@ impl<'a> Work<'a> {
             evidence: &cfg.evidence,
             fresh: 0,
             reads: 0,
+            consulted: 0,
+            read_calls: 0,
             source_down: None,
             notes: Vec::new(),
         }

@@ -61,9 +61,14 @@ pub struct TickReport {
     pub exit_code: u8,
     pub verdict: ReportedVerdict,
     pub head: Option<String>,
+    /// The files looked at. Files left pending are listed here only with
+    /// `--all-pending`; otherwise `pending_paths` names the first of them.
     pub files: Vec<FileReport>,
     pub counts: BTreeMap<&'static str, u64>,
     pub pending: u64,
+    /// The paths of the files left pending by this tick, in queue order: the
+    /// first `PENDING_LISTED`, or all of them with `--all-pending`.
+    pub pending_paths: Vec<String>,
     pub requests: u64,
     /// Requests per kind: head, list, read, compare, history.
     pub requests_by_kind: RequestCounts,
@@ -73,8 +78,8 @@ pub struct TickReport {
     pub advisor: &'static str,
     /// HTTP attempts made to the model provider (every retry counts).
     pub llm_calls: u64,
-    /// Every write of this tick: what was written where.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    /// Every write of this tick: what was written where (empty when
+    /// nothing was written).
     pub writes: Vec<WriteLog>,
     pub file_reads: u64,
     pub fresh_evaluations: u64,
@@ -92,6 +97,7 @@ impl TickReport {
             files: Vec::new(),
             counts: BTreeMap::new(),
             pending: 0,
+            pending_paths: Vec::new(),
             requests: 0,
             requests_by_kind: RequestCounts::default(),
             slept_ms: Vec::new(),
@@ -105,7 +111,29 @@ impl TickReport {
             notes: Vec::new(),
         }
     }
+
+    /// Keep the report small: the files left pending become their count and
+    /// the first `PENDING_LISTED` paths, unless `all` asks for every one in
+    /// `files` and `pending_paths`.
+    pub fn summarise_pending(&mut self, all: bool) {
+        let pending = self
+            .files
+            .iter()
+            .filter(|f| f.outcome == Outcome::Pending)
+            .map(|f| f.path.clone());
+        self.pending_paths = if all {
+            pending.collect()
+        } else {
+            pending.take(PENDING_LISTED).collect()
+        };
+        if !all {
+            self.files.retain(|f| f.outcome != Outcome::Pending);
+        }
+    }
 }
+
+/// Pending paths listed in a report without `--all-pending`.
+pub const PENDING_LISTED: usize = 20;
 
 pub(crate) fn reported(v: &Verdict) -> ReportedVerdict {
     ReportedVerdict {

@@ -43,6 +43,7 @@ fn cfg(dir: &Path, now: DateTime<Utc>) -> TickConfig {
         state: dir.join("state.json"),
         rev: "HEAD".into(),
         batch: 5,
+        max_reads: 0,
         dry_run: false,
         max_files: 200_000,
         max_file_bytes: DEFAULT_MAX_FILE_BYTES,
@@ -251,7 +252,7 @@ fn backlog_keeps_every_file_and_evaluates_each_once() {
     let mut codes = Vec::new();
     for i in 0..5 {
         let mut c = cfg(dir.path(), t0() + Duration::minutes(2 * i));
-        c.batch = 2;
+        c.max_reads = 2;
         let (r, _) = tick(&c, &mut src);
         codes.push(r.exit_code);
         evaluated.extend(
@@ -268,15 +269,14 @@ fn backlog_keeps_every_file_and_evaluates_each_once() {
 }
 
 #[test]
-fn evidence_changed_rechecks_every_file_in_batches() {
+fn evidence_changed_rechecks_every_file_without_a_read() {
     let dir = tempfile::tempdir().unwrap();
     let mut src = five_files();
     let mut c = cfg(dir.path(), t0());
-    c.batch = 0;
+    c.batch = 1;
     tick(&c, &mut src);
 
     c.evidence = "ev2".into();
-    c.batch = 3;
     c.now = t0() + Duration::minutes(2);
     let (r, calls) = tick(&c, &mut src);
 
@@ -286,12 +286,51 @@ fn evidence_changed_rechecks_every_file_in_batches() {
         (0, 0),
         "bytes are known by content id"
     );
-    assert_eq!(r.fresh_evaluations, 3);
-    assert_eq!(r.pending, 2);
+    // With the advisor off every decision is local: the batch does not bound it.
+    assert_eq!((r.fresh_evaluations, r.pending), (5, 0));
     assert!(r.files.iter().all(|f| f.novelty == Some(Novelty::Changed)));
+}
+
+#[test]
+fn a_fresh_clone_with_no_model_is_judged_in_one_tick_whatever_the_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut src = MemorySource::new();
+    let files: Vec<(String, String)> = (0..40)
+        .map(|i| (format!("src/f{i}.js"), format!("// {i}\n")))
+        .collect();
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, c)| (p.as_str(), c.as_str()))
+        .collect();
+    src.commit(&refs);
+    let (r, calls) = tick(&cfg(dir.path(), t0()), &mut src);
+    assert_eq!((r.exit_code, r.pending, r.fresh_evaluations), (10, 0, 40));
+    assert_eq!(calls.read, 40);
+    let (r, _) = tick(&cfg(dir.path(), t0() + Duration::minutes(2)), &mut src);
+    assert_eq!(r.exit_code, 0);
+}
+
+#[test]
+fn the_read_limit_leaves_unread_files_in_the_backlog() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut src = five_files();
+    let mut c = cfg(dir.path(), t0());
+    c.max_reads = 3;
+    let (r, calls) = tick(&c, &mut src);
+    assert_eq!((r.exit_code, calls.read, r.pending), (10, 3, 2));
+    let pending: Vec<&str> = r
+        .files
+        .iter()
+        .filter(|f| f.outcome == Outcome::Pending)
+        .map(|f| f.reason.as_str())
+        .collect();
+    assert_eq!(
+        pending,
+        ["first-seen; left for a later tick: the read limit (--max-reads 3) is reached"; 2]
+    );
     c.now += Duration::minutes(2);
-    let (r, _) = tick(&c, &mut src);
-    assert_eq!((r.exit_code, r.fresh_evaluations, r.pending), (14, 2, 0));
+    let (r, calls) = tick(&c, &mut src);
+    assert_eq!((r.exit_code, calls.read, r.pending), (14, 2, 0));
 }
 
 #[test]
@@ -528,7 +567,7 @@ mod advisor {
     use super::*;
     use crate::llm::client::{AdviceRequest, Advisor, Answer, Attempt, Call, with_protocol};
     use crate::llm::prices::{Price, Usage};
-    use crate::llm::protocol::Failure;
+    use crate::llm::protocol::{self, Circuit, Failure};
 
     const QUOTA: &str = r#"{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}"#;
     const SERVER: &str = r#"{"error":{"message":"The server had an error processing your request.","type":"server_error","param":null,"code":null}}"#;
@@ -614,6 +653,75 @@ mod advisor {
         let mut src = MemorySource::new();
         src.commit(&[("src/auth.js", "// v0\n"), ("docs/a.md", "# a\n")]);
         src
+    }
+
+    /// Six source files that need the advisor, four docs that do not.
+    fn six_for_the_model() -> MemorySource {
+        let mut src = MemorySource::new();
+        let files: Vec<(String, String)> = (0..6)
+            .map(|i| (format!("src/auth{i}.js"), format!("// {i}\n")))
+            .chain((0..4).map(|i| (format!("docs/d{i}.md"), format!("# {i}\n"))))
+            .collect();
+        let refs: Vec<(&str, &str)> = files
+            .iter()
+            .map(|(p, c)| (p.as_str(), c.as_str()))
+            .collect();
+        src.commit(&refs);
+        src
+    }
+
+    #[test]
+    fn the_batch_bounds_paid_consultations_not_local_decisions() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut src = six_for_the_model();
+        let mut p = scripted(|_| skip());
+        let mut c = advised(dir.path(), t0());
+        c.batch = 2;
+        let r = run_with(&c, &mut src, Some(&mut p)).unwrap();
+        assert_eq!(r.exit_code, 10);
+        assert_eq!(p.calls, 2);
+        assert_eq!(r.counts.get("llm_skip"), Some(&2));
+        assert_eq!(r.counts.get("local_skip"), Some(&4));
+        assert_eq!(r.pending, 4);
+        assert_eq!(r.fresh_evaluations, 6);
+        // Every file was read once: the pending ones are not read again.
+        assert_eq!(r.file_reads, 10);
+        let reasons: Vec<&str> = r
+            .files
+            .iter()
+            .filter(|f| f.outcome == Outcome::Pending)
+            .map(|f| f.reason.as_str())
+            .collect();
+        assert_eq!(
+            reasons,
+            ["first-seen; left for a later tick: the batch limit (--batch 2) is reached"; 4]
+        );
+
+        c.now += Duration::minutes(2);
+        let r = run_with(&c, &mut src, Some(&mut p)).unwrap();
+        assert_eq!(
+            (r.exit_code, p.calls, r.pending, r.file_reads),
+            (14, 4, 2, 2)
+        );
+    }
+
+    #[test]
+    fn a_held_provider_does_not_use_up_the_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut src = six_for_the_model();
+        let mut p = scripted(|_| skip());
+        let mut c = advised(dir.path(), t0());
+        c.batch = 2;
+        let mut state = State::new();
+        state.llm.circuit = Some(Circuit::new(
+            protocol::Class::Auth,
+            "rejected key",
+            t0() + Duration::hours(1),
+        ));
+        store::save(&c.state, &state).unwrap();
+        let r = run_with(&c, &mut src, Some(&mut p)).unwrap();
+        assert_eq!(p.calls, 0);
+        assert_eq!((r.counts.get("held"), r.pending), (Some(&6), 0));
     }
 
     #[test]

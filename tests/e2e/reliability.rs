@@ -1208,7 +1208,7 @@ fn gitlab_a_listing_page_without_its_link_header_ends_the_listing_there() {
     gl.push(Endpoint::Tree, fixed(s1, h1, b1));
     let h2: Vec<_> = h2.into_iter().filter(|(k, _)| k != "link").collect();
     gl.push(Endpoint::Tree, fixed(s2, h2, b2));
-    let r = report_of(&gl_tick(&sb, &api, 0, &["--batch", "0"]), 10);
+    let r = report_of(&gl_tick(&sb, &api, 0, &["--max-reads", "0"]), 10);
     // GitLab's keyset pagination has no other sign of a next page: the
     // listing ends with page 2, and the 50 files of page 3 stay unseen.
     assert_eq!(r["requests_by_kind"]["list"], 2);
@@ -1231,7 +1231,7 @@ fn gitlab_two_link_headers_are_read_as_one_list_and_the_listing_goes_on() {
     headers.push(("Link".into(), format!("<{next}>; rel=\"next\"")));
     gl.clear_requests();
     gl.push(Endpoint::Tree, fixed(s1, headers, b1));
-    let r = report_of(&gl_tick(&sb, &api, 0, &["--batch", "0"]), 10);
+    let r = report_of(&gl_tick(&sb, &api, 0, &["--max-reads", "0"]), 10);
     assert_eq!(r["requests_by_kind"]["list"], 3, "{}", notes(&r));
     assert_eq!(paths(&r), all);
 }
@@ -1299,7 +1299,7 @@ fn gitlab_a_sign_in_page_served_as_a_file_s_content_is_not_taken_for_it() {
     let api = Api::new(&gl);
     // A proxy answers the first content read with its sign-in page, 200.
     gl.push(Endpoint::BlobRaw, Reply::html(200, "sign-in.html"));
-    let r = report_of(&gl_tick(&sb, &api, 0, &[]), 10);
+    let r = report_of(&gl_tick(&sb, &api, 0, &["--all-pending"]), 10);
     let first = format!("{WATCHED}/a.js");
     let real: String = Sha256::digest(plain_js("a.js").as_bytes())[..8]
         .iter()
@@ -1934,13 +1934,13 @@ fn fifty_thousand_files_in_one_directory_are_listed_and_taken_in_batches() {
     let sb = one_big_directory(N);
     let built = started.elapsed();
     let t = Instant::now();
-    let r = report_of(&sb.tick(&at(0), &[]), 10);
+    let r = report_of(&sb.tick(&at(0), &["--max-reads", "5"]), 10);
     let first = t.elapsed();
     assert_eq!(r["fresh_evaluations"], 5);
     assert_eq!(r["pending"], N as u64 - 5);
     assert_eq!(r["requests_by_kind"]["list"], 1);
     let t = Instant::now();
-    let r = report_of(&sb.tick(&at(2), &["--batch", "100"]), 14);
+    let r = report_of(&sb.tick(&at(2), &["--max-reads", "100"]), 14);
     let backlog = t.elapsed();
     assert_eq!(r["fresh_evaluations"], 100);
     assert_eq!(r["pending"], N as u64 - 105);
@@ -2044,9 +2044,12 @@ fn ticks_a_day_and_a_year_before_the_last_one_finish_a_backlog_without_negative_
         stats_never_negative(&sb, &at(minute));
         r
     };
-    assert_eq!(tick(ten, &["--batch", "2"], 10)["pending"], 3);
-    assert_eq!(tick(ten - DAY_MIN, &["--batch", "2"], 14)["pending"], 1);
-    assert_eq!(tick(ten - YEAR_MIN, &["--batch", "2"], 14)["pending"], 0);
+    assert_eq!(tick(ten, &["--max-reads", "2"], 10)["pending"], 3);
+    assert_eq!(tick(ten - DAY_MIN, &["--max-reads", "2"], 14)["pending"], 1);
+    assert_eq!(
+        tick(ten - YEAR_MIN, &["--max-reads", "2"], 14)["pending"],
+        0
+    );
     tick(ten - YEAR_MIN + 2, &[], 0);
     // Back at the real time, and later: everything works as usual.
     tick(ten + 2, &[], 0);

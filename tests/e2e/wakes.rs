@@ -35,11 +35,11 @@ fn every_wake_reason_works_end_to_end_with_its_exit_code() {
     // Everything after the evidence change runs with the same model.
     let model = ["--model", "gpt-4.1-mini"];
 
-    // 10 first_run: two of three files fit the batch.
-    let r = tick(&sb, &ai, 0, &["--batch", "2"], 10);
+    // 10 first_run: two of three files fit the read limit.
+    let r = tick(&sb, &ai, 0, &["--max-reads", "2"], 10);
     assert_eq!(r["pending"], 1);
     // 14 backlog: the third file.
-    let r = tick(&sb, &ai, 2, &["--batch", "2"], 14);
+    let r = tick(&sb, &ai, 2, &["--max-reads", "2"], 14);
     assert_eq!(r["pending"], 0);
     // 0 none: nothing happened; the state is not written.
     let r = tick(&sb, &ai, 4, &[], 0);
