@@ -7,6 +7,16 @@ use anyhow::{Result, bail};
 use chrono::{DateTime, Utc};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+// The help headings every flag is grouped under (clap's own Options keeps
+// only -h and -V). A heading is listed where its first flag is defined, so
+// the fields of the argument structs are ordered to keep this order.
+const SOURCE: &str = "Source";
+const STATE: &str = "State";
+const WORK: &str = "Work";
+const ADVISOR: &str = "Advisor";
+const REPORTS: &str = "Reports";
+const SCHEDULING: &str = "Scheduling";
+
 const ABOUT: &str = "Keep a scheduled code-maintenance agent from going in circles.";
 
 const LONG_ABOUT: &str = "\
@@ -75,54 +85,79 @@ the lock), 1 error (missing or refused key, Admin API down: try again later).";
 /// `sentinel costs`: the bill beside sentinel's own count.
 #[derive(Debug, Clone, Args)]
 pub struct CostsArgs {
+    /// The clone the default state path is relative to.
+    #[arg(
+        long,
+        env = "SENTINEL_REPO",
+        help_heading = SOURCE,
+        value_name = "DIR",
+        default_value = "."
+    )]
+    pub repo: PathBuf,
     #[command(flatten)]
     pub state: StateArg,
-    /// The clone the default state path is relative to.
-    #[arg(long, env = "SENTINEL_REPO", value_name = "DIR", default_value = ".")]
-    pub repo: PathBuf,
+    /// The advisor's daily limit in USD, compared with the real spend of each day.
+    #[arg(
+        long,
+        env = "SENTINEL_DAILY_BUDGET",
+        help_heading = ADVISOR,
+        value_name = "USD",
+        default_value_t = 2.0
+    )]
+    pub daily_budget: f64,
+    /// The Admin API base [default: OPENAI_ADMIN_BASE_URL, else https://api.openai.com/v1].
+    #[arg(long, env = "SENTINEL_ADMIN_URL", help_heading = ADVISOR, value_name = "URL")]
+    pub admin_url: Option<String>,
+    /// Only this OpenAI project's costs and usage (project_ids=); without it
+    /// the whole organization's bill is read.
+    #[arg(long, env = "OPENAI_PROJECT_ID", help_heading = ADVISOR, value_name = "ID")]
+    pub project_id: Option<String>,
+    /// Seconds one Admin API request may take.
+    #[arg(
+        long,
+        env = "SENTINEL_ADMIN_TIMEOUT",
+        help_heading = ADVISOR,
+        value_name = "SECS",
+        default_value_t = 30,
+        value_parser = clap::value_parser!(u64).range(1..=600)
+    )]
+    pub admin_timeout: u64,
+    /// Store the measured real cost per call of models without a built-in
+    /// price; the budget counts it instead of --cost-per-call from then on.
+    #[arg(
+        long,
+        env = "SENTINEL_CALIBRATE",
+        help_heading = ADVISOR,
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    pub calibrate: bool,
     /// UTC days to read, today included (1 to 60, the history sentinel keeps).
     #[arg(
         long,
         env = "SENTINEL_COST_DAYS",
+        help_heading = REPORTS,
         value_name = "N",
         default_value_t = 7,
         value_parser = clap::value_parser!(u32).range(1..=60)
     )]
     pub days: u32,
     /// Print one JSON object on stdout.
-    #[arg(long, env = "SENTINEL_JSON", value_parser = clap::builder::BoolishValueParser::new())]
+    #[arg(
+        long,
+        env = "SENTINEL_JSON",
+        help_heading = REPORTS,
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
     pub json: bool,
-    /// The Admin API base [default: OPENAI_ADMIN_BASE_URL, else https://api.openai.com/v1].
-    #[arg(long, env = "SENTINEL_ADMIN_URL", value_name = "URL")]
-    pub admin_url: Option<String>,
-    /// Only this OpenAI project's costs and usage (project_ids=); without it
-    /// the whole organization's bill is read.
-    #[arg(long, env = "OPENAI_PROJECT_ID", value_name = "ID")]
-    pub project_id: Option<String>,
-    /// Seconds one Admin API request may take.
-    #[arg(
-        long,
-        env = "SENTINEL_ADMIN_TIMEOUT",
-        value_name = "SECS",
-        default_value_t = 30,
-        value_parser = clap::value_parser!(u64).range(1..=600)
-    )]
-    pub admin_timeout: u64,
     /// The time of the run, RFC 3339; today is its UTC day [default: the clock].
-    #[arg(long, env = "SENTINEL_NOW", value_name = "RFC3339", value_parser = parse_now)]
-    pub now: Option<DateTime<Utc>>,
-    /// The advisor's daily limit in USD, compared with the real spend of each day.
     #[arg(
         long,
-        env = "SENTINEL_DAILY_BUDGET",
-        value_name = "USD",
-        default_value_t = 2.0
+        env = "SENTINEL_NOW",
+        help_heading = SCHEDULING,
+        value_name = "RFC3339",
+        value_parser = parse_now
     )]
-    pub daily_budget: f64,
-    /// Store the measured real cost per call of models without a built-in
-    /// price; the budget counts it instead of --cost-per-call from then on.
-    #[arg(long, env = "SENTINEL_CALIBRATE", value_parser = clap::builder::BoolishValueParser::new())]
-    pub calibrate: bool,
+    pub now: Option<DateTime<Utc>>,
 }
 
 impl CostsArgs {
@@ -157,31 +192,58 @@ pub enum Scenario {
 
 #[derive(Debug, Clone, Args)]
 pub struct SimulateArgs {
-    #[arg(long, env = "SENTINEL_SCENARIO", value_enum, default_value = "all")]
-    pub scenario: Scenario,
     /// Files in the simulated repository (day).
     #[arg(
         long,
         env = "SENTINEL_SIM_FILES",
+        help_heading = SOURCE,
         value_name = "N",
         default_value_t = 5
     )]
     pub files: usize,
-    /// Time between ticks (day): 30s, 2m, 1h …
-    #[arg(long, env = "SENTINEL_SIM_INTERVAL", value_name = "DURATION", default_value = "2m", value_parser = crate::simulate::parse_duration)]
-    pub interval: chrono::Duration,
-    /// Length of the simulated run (day).
-    #[arg(long, env = "SENTINEL_SIM_DURATION", value_name = "DURATION", default_value = "24h", value_parser = crate::simulate::parse_duration)]
-    pub duration: chrono::Duration,
     /// Commits, as TIME=FILE pairs: "12:00=c.js,18:30=a.js" (day).
-    #[arg(long, env = "SENTINEL_SIM_CHANGES", value_name = "LIST", default_value = "12:00=c.js", value_parser = crate::simulate::parse_changes_arg)]
+    #[arg(
+        long,
+        env = "SENTINEL_SIM_CHANGES",
+        help_heading = SOURCE,
+        value_name = "LIST",
+        default_value = "12:00=c.js",
+        value_parser = crate::simulate::parse_changes_arg
+    )]
     pub changes: crate::simulate::Changes,
+    #[arg(long, env = "SENTINEL_SCENARIO", help_heading = WORK, value_enum, default_value = "all")]
+    pub scenario: Scenario,
     /// Fresh evaluations per tick (day).
-    #[arg(long, env = "SENTINEL_BATCH", value_name = "N", default_value_t = 5)]
+    #[arg(long, env = "SENTINEL_BATCH", help_heading = WORK, value_name = "N", default_value_t = 5)]
     pub batch: usize,
     /// Print one JSON object on stdout.
-    #[arg(long, env = "SENTINEL_JSON", value_parser = clap::builder::BoolishValueParser::new())]
+    #[arg(
+        long,
+        env = "SENTINEL_JSON",
+        help_heading = REPORTS,
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
     pub json: bool,
+    /// Time between ticks (day): 30s, 2m, 1h …
+    #[arg(
+        long,
+        env = "SENTINEL_SIM_INTERVAL",
+        help_heading = SCHEDULING,
+        value_name = "DURATION",
+        default_value = "2m",
+        value_parser = crate::simulate::parse_duration
+    )]
+    pub interval: chrono::Duration,
+    /// Length of the simulated run (day).
+    #[arg(
+        long,
+        env = "SENTINEL_SIM_DURATION",
+        help_heading = SCHEDULING,
+        value_name = "DURATION",
+        default_value = "24h",
+        value_parser = crate::simulate::parse_duration
+    )]
+    pub duration: chrono::Duration,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -197,32 +259,39 @@ pub enum SourceKind {
 pub struct SourceArgs {
     /// Where the watched files come from [default: gitlab when a GitLab URL
     /// is configured, else git].
-    #[arg(long, env = "SENTINEL_SOURCE", value_enum)]
+    #[arg(long, env = "SENTINEL_SOURCE", help_heading = SOURCE, value_enum)]
     pub source: Option<SourceKind>,
     /// The git clone to watch (git source); also where the default state lives.
-    #[arg(long, env = "SENTINEL_REPO", value_name = "DIR", default_value = ".")]
+    #[arg(
+        long,
+        env = "SENTINEL_REPO",
+        help_heading = SOURCE,
+        value_name = "DIR",
+        default_value = "."
+    )]
     pub repo: PathBuf,
     /// The branch to watch [default: the clone's current branch; for GitLab,
     /// CI_DEFAULT_BRANCH].
-    #[arg(long, env = "SENTINEL_BRANCH", value_name = "NAME")]
+    #[arg(long, env = "SENTINEL_BRANCH", help_heading = SOURCE, value_name = "NAME")]
     pub branch: Option<String>,
     /// The watched directory, relative to the repository root [default: the whole repository].
-    #[arg(long, env = "SENTINEL_PATH", value_name = "DIR")]
+    #[arg(long, env = "SENTINEL_PATH", help_heading = SOURCE, value_name = "DIR")]
     pub path: Option<String>,
     /// The GitLab API base, e.g. https://gitlab.example.com/api/v4 [default: CI_API_V4_URL].
     /// The token comes only from the environment: SENTINEL_GITLAB_TOKEN or GITLAB_TOKEN.
-    #[arg(long, env = "SENTINEL_GITLAB_URL", value_name = "URL")]
+    #[arg(long, env = "SENTINEL_GITLAB_URL", help_heading = SOURCE, value_name = "URL")]
     pub gitlab_url: Option<String>,
     /// The GitLab project: numeric id or group/project [default: CI_PROJECT_ID].
-    #[arg(long, env = "SENTINEL_PROJECT", value_name = "ID")]
+    #[arg(long, env = "SENTINEL_PROJECT", help_heading = SOURCE, value_name = "ID")]
     pub project: Option<String>,
     /// PEM bundle of the CA of a self-hosted GitLab [default: SSL_CERT_FILE].
-    #[arg(long, env = "SENTINEL_CA_FILE", value_name = "PATH")]
+    #[arg(long, env = "SENTINEL_CA_FILE", help_heading = SOURCE, value_name = "PATH")]
     pub ca_file: Option<PathBuf>,
     /// Seconds a GitLab request may take, connection included.
     #[arg(
         long,
         env = "SENTINEL_HTTP_TIMEOUT",
+        help_heading = SOURCE,
         value_name = "SECS",
         default_value_t = 30
     )]
@@ -233,12 +302,19 @@ pub struct SourceArgs {
     #[arg(
         long,
         env = "SENTINEL_LOCK",
+        help_heading = SOURCE,
         value_name = "GLOB",
         value_delimiter = ','
     )]
     pub lock: Vec<String>,
     /// Record Retry-After waits instead of sleeping (for tests).
-    #[arg(long, env = "SENTINEL_FAKE_SLEEP", hide = true, value_parser = clap::builder::BoolishValueParser::new())]
+    #[arg(
+        long,
+        env = "SENTINEL_FAKE_SLEEP",
+        help_heading = SOURCE,
+        hide = true,
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
     pub fake_sleep: bool,
 }
 
@@ -307,7 +383,7 @@ pub enum SourceChoice {
 pub struct StateArg {
     /// The state file [default: <repo>/.sentinel/state.json]. Its lock is
     /// `<state>.lock` and its no-op journal `<state>.noops`.
-    #[arg(long, env = "SENTINEL_STATE", value_name = "PATH")]
+    #[arg(long, env = "SENTINEL_STATE", help_heading = STATE, value_name = "PATH")]
     pub state: Option<PathBuf>,
 }
 
@@ -317,83 +393,108 @@ pub struct TickArgs {
     pub source: SourceArgs,
     #[command(flatten)]
     pub state: StateArg,
-    /// Fresh evaluations per tick; the rest wait in a backlog for the next
-    /// ticks. 0 = unlimited.
-    #[arg(long, env = "SENTINEL_BATCH", value_name = "N", default_value_t = 5)]
-    pub batch: usize,
     /// Most files remembered; the least recently seen are forgotten past it.
     /// Keep it above the number of files in the watched path.
     #[arg(
         long,
         env = "SENTINEL_MAX_FILES",
+        help_heading = STATE,
         value_name = "N",
         default_value_t = 200_000
     )]
     pub max_files: usize,
+    /// Fresh evaluations per tick; the rest wait in a backlog for the next
+    /// ticks. 0 = unlimited.
+    #[arg(long, env = "SENTINEL_BATCH", help_heading = WORK, value_name = "N", default_value_t = 5)]
+    pub batch: usize,
     /// Files larger than this are fingerprinted by their content id instead
     /// of being read.
     #[arg(
         long,
         env = "SENTINEL_MAX_FILE_BYTES",
+        help_heading = WORK,
         value_name = "BYTES",
         default_value_t = crate::tick::DEFAULT_MAX_FILE_BYTES
     )]
     pub max_file_bytes: u64,
-    /// The time of this tick, RFC 3339 (for tests and replays) [default: the clock].
-    #[arg(long, env = "SENTINEL_NOW", value_name = "RFC3339", value_parser = parse_now)]
-    pub now: Option<DateTime<Utc>>,
     /// Run the same tick but write nothing at all (no state, no journal) and say what would happen.
-    #[arg(long, env = "SENTINEL_DRY_RUN", value_parser = clap::builder::BoolishValueParser::new())]
-    pub dry_run: bool,
-    /// Print the result as one JSON object on stdout.
-    #[arg(long, env = "SENTINEL_JSON", value_parser = clap::builder::BoolishValueParser::new())]
-    pub json: bool,
-    #[command(flatten)]
-    pub llm: LlmArgs,
-    #[command(flatten)]
-    pub autonomy: AutonomyArgs,
-    /// What started this tick [default: from CI_PIPELINE_SOURCE; outside CI,
-    /// manual]. push, webhook and api ticks are admitted at most once per
-    /// --min-interval; schedule and manual ticks are never limited.
-    #[arg(long, env = "SENTINEL_TRIGGER", value_enum)]
-    pub trigger: Option<TriggerArg>,
-    /// Seconds after an admitted triggered tick during which further triggered
-    /// ticks exit 21 without a request.
     #[arg(
         long,
-        env = "SENTINEL_MIN_INTERVAL",
-        value_name = "SECS",
-        default_value_t = 30
+        env = "SENTINEL_DRY_RUN",
+        help_heading = WORK,
+        value_parser = clap::builder::BoolishValueParser::new()
     )]
-    pub min_interval: u64,
-    /// Write a GitLab Code Quality report of the open EVOLVE findings here
-    /// (on a waking tick; an empty array when there are none).
-    #[arg(long, env = "SENTINEL_CODEQUALITY", value_name = "PATH")]
-    pub codequality: Option<PathBuf>,
-    /// Keep one GitLab issue (label sentinel-dashboard) listing the open
-    /// proposals; edited on a waking tick only when they change. Needs a token
-    /// with the api scope.
-    #[arg(long, env = "SENTINEL_DASHBOARD", value_parser = clap::builder::BoolishValueParser::new())]
-    pub dashboard: bool,
-    /// Write the same dashboard as Markdown to this file (any source).
-    #[arg(long, env = "SENTINEL_DASHBOARD_FILE", value_name = "PATH")]
-    pub dashboard_file: Option<PathBuf>,
-    /// The project's web address, for line links on the dashboard [default: CI_PROJECT_URL].
-    #[arg(long, env = "SENTINEL_PROJECT_URL", value_name = "URL")]
-    pub project_url: Option<String>,
+    pub dry_run: bool,
     /// What to do with an EVOLVE: only report it (off), or also commit the
     /// model's proposed content to --sandbox-branch (patches).
-    #[arg(long, env = "SENTINEL_PROPOSE", value_enum, default_value = "off")]
+    #[arg(long, env = "SENTINEL_PROPOSE", help_heading = WORK, value_enum, default_value = "off")]
     pub propose: Propose,
     /// The branch patches go to; never the watched branch, so sentinel's own
     /// commits cannot wake it.
     #[arg(
         long,
         env = "SENTINEL_SANDBOX_BRANCH",
+        help_heading = WORK,
         value_name = "NAME",
         default_value = "sentinel-sandbox"
     )]
     pub sandbox_branch: String,
+    #[command(flatten)]
+    pub llm: LlmArgs,
+    #[command(flatten)]
+    pub autonomy: AutonomyArgs,
+    /// Print the result as one JSON object on stdout.
+    #[arg(
+        long,
+        env = "SENTINEL_JSON",
+        help_heading = REPORTS,
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    pub json: bool,
+    /// Write a GitLab Code Quality report of the open EVOLVE findings here
+    /// (on a waking tick; an empty array when there are none).
+    #[arg(long, env = "SENTINEL_CODEQUALITY", help_heading = REPORTS, value_name = "PATH")]
+    pub codequality: Option<PathBuf>,
+    /// Keep one GitLab issue (label sentinel-dashboard) listing the open
+    /// proposals; edited on a waking tick only when they change. Needs a token
+    /// with the api scope.
+    #[arg(
+        long,
+        env = "SENTINEL_DASHBOARD",
+        help_heading = REPORTS,
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    pub dashboard: bool,
+    /// Write the same dashboard as Markdown to this file (any source).
+    #[arg(long, env = "SENTINEL_DASHBOARD_FILE", help_heading = REPORTS, value_name = "PATH")]
+    pub dashboard_file: Option<PathBuf>,
+    /// The project's web address, for line links on the dashboard [default: CI_PROJECT_URL].
+    #[arg(long, env = "SENTINEL_PROJECT_URL", help_heading = REPORTS, value_name = "URL")]
+    pub project_url: Option<String>,
+    /// The time of this tick, RFC 3339 (for tests and replays) [default: the clock].
+    #[arg(
+        long,
+        env = "SENTINEL_NOW",
+        help_heading = SCHEDULING,
+        value_name = "RFC3339",
+        value_parser = parse_now
+    )]
+    pub now: Option<DateTime<Utc>>,
+    /// What started this tick [default: from CI_PIPELINE_SOURCE; outside CI,
+    /// manual]. push, webhook and api ticks are admitted at most once per
+    /// --min-interval; schedule and manual ticks are never limited.
+    #[arg(long, env = "SENTINEL_TRIGGER", help_heading = SCHEDULING, value_enum)]
+    pub trigger: Option<TriggerArg>,
+    /// Seconds after an admitted triggered tick during which further triggered
+    /// ticks exit 21 without a request.
+    #[arg(
+        long,
+        env = "SENTINEL_MIN_INTERVAL",
+        help_heading = SCHEDULING,
+        value_name = "SECS",
+        default_value_t = 30
+    )]
+    pub min_interval: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -438,12 +539,19 @@ pub enum AutonomyMode {
 pub struct AutonomyArgs {
     /// Let the advisor reconsider a remembered SKIP when a new trigger appears
     /// (needs the advisor).
-    #[arg(long, env = "SENTINEL_AUTONOMY", value_enum, default_value = "off")]
+    #[arg(
+        long,
+        env = "SENTINEL_AUTONOMY",
+        help_heading = ADVISOR,
+        value_enum,
+        default_value = "off"
+    )]
     pub autonomy: AutonomyMode,
     /// Reconsiderations per UTC day (hard cap 100).
     #[arg(
         long,
         env = "SENTINEL_AUTONOMY_TOKENS",
+        help_heading = ADVISOR,
         value_name = "N",
         default_value_t = 10
     )]
@@ -452,18 +560,20 @@ pub struct AutonomyArgs {
     #[arg(
         long,
         env = "SENTINEL_AUTONOMY_SPACING",
+        help_heading = ADVISOR,
         value_name = "MINUTES",
         default_value_t = 30
     )]
     pub autonomy_spacing: u32,
     /// External signals, JSON lines {"path":..,"kind":"runtime_error","message":..,"ts":RFC3339};
     /// a signal older than 24 h is not a trigger.
-    #[arg(long, env = "SENTINEL_SIGNALS", value_name = "FILE")]
+    #[arg(long, env = "SENTINEL_SIGNALS", help_heading = ADVISOR, value_name = "FILE")]
     pub signals: Option<PathBuf>,
     /// Most open observation watches (oldest evicted first).
     #[arg(
         long,
         env = "SENTINEL_WATCH_LIMIT",
+        help_heading = STATE,
         value_name = "N",
         default_value_t = 500
     )]
@@ -472,6 +582,7 @@ pub struct AutonomyArgs {
     #[arg(
         long,
         env = "SENTINEL_RESOLVED_LIMIT",
+        help_heading = STATE,
         value_name = "N",
         default_value_t = 200
     )]
@@ -492,15 +603,16 @@ pub struct LlmArgs {
     /// Ask a model about files local policy cannot decide [default: openai
     /// when OPENAI_API_KEY is set, else off]. The key comes only from the
     /// environment (OPENAI_API_KEY).
-    #[arg(long, env = "SENTINEL_LLM", value_enum)]
+    #[arg(long, env = "SENTINEL_LLM", help_heading = ADVISOR, value_enum)]
     pub llm: Option<LlmKind>,
     /// The model to ask.
-    #[arg(long, env = "SENTINEL_MODEL", default_value = "gpt-4o-mini")]
+    #[arg(long, env = "SENTINEL_MODEL", help_heading = ADVISOR, default_value = "gpt-4o-mini")]
     pub model: String,
     /// The OpenAI-compatible API base (local servers and proxies work).
     #[arg(
         long,
         env = "OPENAI_BASE_URL",
+        help_heading = ADVISOR,
         value_name = "URL",
         default_value = "https://api.openai.com/v1"
     )]
@@ -509,6 +621,7 @@ pub struct LlmArgs {
     #[arg(
         long,
         env = "SENTINEL_DAILY_BUDGET",
+        help_heading = ADVISOR,
         value_name = "USD",
         default_value_t = 2.0
     )]
@@ -517,6 +630,7 @@ pub struct LlmArgs {
     #[arg(
         long,
         env = "SENTINEL_LLM_TIMEOUT",
+        help_heading = ADVISOR,
         value_name = "SECS",
         default_value_t = 60
     )]
@@ -525,6 +639,7 @@ pub struct LlmArgs {
     #[arg(
         long,
         env = "SENTINEL_MAX_TOKENS",
+        help_heading = ADVISOR,
         value_name = "N",
         default_value_t = 1024
     )]
@@ -534,6 +649,7 @@ pub struct LlmArgs {
     #[arg(
         long = "price",
         env = "SENTINEL_PRICES",
+        help_heading = ADVISOR,
         value_name = "MODEL=IN,CACHED,OUT",
         value_delimiter = ';',
         value_parser = parse_price
@@ -543,6 +659,7 @@ pub struct LlmArgs {
     #[arg(
         long,
         env = "SENTINEL_COST_PER_CALL",
+        help_heading = ADVISOR,
         value_name = "USD",
         default_value_t = 0.05
     )]
@@ -592,34 +709,53 @@ impl LlmArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct StatsArgs {
+    /// The clone the default state path is relative to.
+    #[arg(
+        long,
+        env = "SENTINEL_REPO",
+        help_heading = SOURCE,
+        value_name = "DIR",
+        default_value = "."
+    )]
+    pub repo: PathBuf,
     #[command(flatten)]
     pub state: StateArg,
-    /// The clone the default state path is relative to.
-    #[arg(long, env = "SENTINEL_REPO", value_name = "DIR", default_value = ".")]
-    pub repo: PathBuf,
+    /// The advisor's daily limit in USD, to show what is left of it.
+    #[arg(
+        long,
+        env = "SENTINEL_DAILY_BUDGET",
+        help_heading = ADVISOR,
+        value_name = "USD",
+        default_value_t = 2.0
+    )]
+    pub daily_budget: f64,
     /// Print the counters as one JSON object on stdout (same as --format json).
-    #[arg(long, env = "SENTINEL_JSON", value_parser = clap::builder::BoolishValueParser::new())]
+    #[arg(
+        long,
+        env = "SENTINEL_JSON",
+        help_heading = REPORTS,
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
     pub json: bool,
     /// How to print the counters: tables, one JSON object, or the Prometheus
     /// text format (for the node-exporter textfile collector).
     #[arg(
         long,
         env = "SENTINEL_STATS_FORMAT",
+        help_heading = REPORTS,
         value_enum,
         default_value = "table"
     )]
     pub format: StatsFormat,
     /// The time the daily figures and the circuit are read at, RFC 3339 [default: the clock].
-    #[arg(long, env = "SENTINEL_NOW", value_name = "RFC3339", value_parser = parse_now)]
-    pub now: Option<DateTime<Utc>>,
-    /// The advisor's daily limit in USD, to show what is left of it.
     #[arg(
         long,
-        env = "SENTINEL_DAILY_BUDGET",
-        value_name = "USD",
-        default_value_t = 2.0
+        env = "SENTINEL_NOW",
+        help_heading = SCHEDULING,
+        value_name = "RFC3339",
+        value_parser = parse_now
     )]
-    pub daily_budget: f64,
+    pub now: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -637,12 +773,17 @@ pub struct ExplainArgs {
     pub source: SourceArgs,
     #[command(flatten)]
     pub state: StateArg,
-    /// Print the explanation as one JSON object on stdout.
-    #[arg(long, env = "SENTINEL_JSON", value_parser = clap::builder::BoolishValueParser::new())]
-    pub json: bool,
     /// The advisor settings of the ticks (they are part of the evidence version).
     #[command(flatten)]
     pub llm: LlmArgs,
+    /// Print the explanation as one JSON object on stdout.
+    #[arg(
+        long,
+        env = "SENTINEL_JSON",
+        help_heading = REPORTS,
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    pub json: bool,
 }
 
 fn parse_now(s: &str) -> Result<DateTime<Utc>, String> {
