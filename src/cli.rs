@@ -57,13 +57,19 @@ pub enum Command {
     Tick(TickArgs),
     /// Print the wake gate's and the novelty gate's counters.
     Stats(StatsArgs),
-    /// Say why a file did or did not miss the cache: its fingerprint, part by part.
+    /// Say why a file did or did not miss the cache.
+    ///
+    /// Prints its fingerprint, part by part.
     Explain(ExplainArgs),
-    /// Run the real gates over an in-memory repository and a virtual clock,
-    /// and print the before/after tables (no network, no disk).
+    /// Run the real gates over a simulated repository and clock.
+    ///
+    /// The repository lives in memory and the clock is virtual (no network, no
+    /// disk); prints the before/after tables.
     Simulate(SimulateArgs),
-    /// Read the real bill from OpenAI's Admin API (key: OPENAI_ADMIN_KEY) and
-    /// set it beside what sentinel counted, day by day.
+    /// Set OpenAI's real bill beside what sentinel counted.
+    ///
+    /// Reads the bill from OpenAI's Admin API (key: OPENAI_ADMIN_KEY) and sets it
+    /// beside sentinel's own count, day by day.
     #[command(after_help = COSTS_AFTER)]
     Costs(CostsArgs),
 }
@@ -96,7 +102,9 @@ pub struct CostsArgs {
     pub repo: PathBuf,
     #[command(flatten)]
     pub state: StateArg,
-    /// The advisor's daily limit in USD, compared with the real spend of each day.
+    /// The advisor's daily limit in USD.
+    ///
+    /// Compared with the real spend of each day.
     #[arg(
         long,
         env = "SENTINEL_DAILY_BUDGET",
@@ -105,11 +113,14 @@ pub struct CostsArgs {
         default_value_t = 2.0
     )]
     pub daily_budget: f64,
-    /// The Admin API base [default: OPENAI_ADMIN_BASE_URL, else https://api.openai.com/v1].
+    /// The Admin API base.
+    ///
+    /// [default: OPENAI_ADMIN_BASE_URL, else https://api.openai.com/v1]
     #[arg(long, env = "SENTINEL_ADMIN_URL", help_heading = ADVISOR, value_name = "URL")]
     pub admin_url: Option<String>,
-    /// Only this OpenAI project's costs and usage (project_ids=); without it
-    /// the whole organization's bill is read.
+    /// Only this OpenAI project's costs and usage.
+    ///
+    /// Sent as project_ids=; without it the whole organization's bill is read.
     #[arg(long, env = "OPENAI_PROJECT_ID", help_heading = ADVISOR, value_name = "ID")]
     pub project_id: Option<String>,
     /// Seconds one Admin API request may take.
@@ -122,8 +133,10 @@ pub struct CostsArgs {
         value_parser = clap::value_parser!(u64).range(1..=600)
     )]
     pub admin_timeout: u64,
-    /// Store the measured real cost per call of models without a built-in
-    /// price; the budget counts it instead of --cost-per-call from then on.
+    /// Store the measured real cost per call.
+    ///
+    /// For models without a built-in price; the budget counts it instead of
+    /// --cost-per-call from then on.
     #[arg(
         long,
         env = "SENTINEL_CALIBRATE",
@@ -131,7 +144,9 @@ pub struct CostsArgs {
         value_parser = clap::builder::BoolishValueParser::new()
     )]
     pub calibrate: bool,
-    /// UTC days to read, today included (1 to 60, the history sentinel keeps).
+    /// UTC days to read, today included.
+    ///
+    /// 1 to 60, the history sentinel keeps.
     #[arg(
         long,
         env = "SENTINEL_COST_DAYS",
@@ -149,7 +164,9 @@ pub struct CostsArgs {
         value_parser = clap::builder::BoolishValueParser::new()
     )]
     pub json: bool,
-    /// The time of the run, RFC 3339; today is its UTC day [default: the clock].
+    /// The time of the run, RFC 3339 [default: the clock].
+    ///
+    /// Today is its UTC day.
     #[arg(
         long,
         env = "SENTINEL_NOW",
@@ -187,6 +204,7 @@ pub enum Scenario {
     Storm,
     /// The billing quota runs out at 09:00.
     Quota,
+    /// The three, one after the other.
     All,
 }
 
@@ -211,6 +229,7 @@ pub struct SimulateArgs {
         value_parser = crate::simulate::parse_changes_arg
     )]
     pub changes: crate::simulate::Changes,
+    /// The scenario to run.
     #[arg(long, env = "SENTINEL_SCENARIO", help_heading = WORK, value_enum, default_value = "all")]
     pub scenario: Scenario,
     /// Fresh evaluations per tick (day).
@@ -257,11 +276,14 @@ pub enum SourceKind {
 /// Where the watched files come from.
 #[derive(Debug, Clone, Args)]
 pub struct SourceArgs {
-    /// Where the watched files come from [default: gitlab when a GitLab URL
-    /// is configured, else git].
+    /// Where the watched files come from.
+    ///
+    /// [default: gitlab when a GitLab URL is configured, else git]
     #[arg(long, env = "SENTINEL_SOURCE", help_heading = SOURCE, value_enum)]
     pub source: Option<SourceKind>,
-    /// The git clone to watch (git source); also where the default state lives.
+    /// The git clone to watch (git source).
+    ///
+    /// Also where the default state lives.
     #[arg(
         long,
         env = "SENTINEL_REPO",
@@ -270,21 +292,30 @@ pub struct SourceArgs {
         default_value = "."
     )]
     pub repo: PathBuf,
-    /// The branch to watch [default: the clone's current branch; for GitLab,
-    /// CI_DEFAULT_BRANCH].
+    /// The branch to watch.
+    ///
+    /// [default: the clone's current branch; for GitLab, CI_DEFAULT_BRANCH]
     #[arg(long, env = "SENTINEL_BRANCH", help_heading = SOURCE, value_name = "NAME")]
     pub branch: Option<String>,
-    /// The watched directory, relative to the repository root [default: the whole repository].
+    /// The watched directory, relative to the repository root.
+    ///
+    /// [default: the whole repository]
     #[arg(long, env = "SENTINEL_PATH", help_heading = SOURCE, value_name = "DIR")]
     pub path: Option<String>,
-    /// The GitLab API base, e.g. https://gitlab.example.com/api/v4 [default: CI_API_V4_URL].
-    /// The token comes only from the environment: SENTINEL_GITLAB_TOKEN or GITLAB_TOKEN.
+    /// The GitLab API base [default: CI_API_V4_URL].
+    ///
+    /// For example https://gitlab.example.com/api/v4. The token comes only from
+    /// the environment: SENTINEL_GITLAB_TOKEN or GITLAB_TOKEN.
     #[arg(long, env = "SENTINEL_GITLAB_URL", help_heading = SOURCE, value_name = "URL")]
     pub gitlab_url: Option<String>,
-    /// The GitLab project: numeric id or group/project [default: CI_PROJECT_ID].
+    /// The GitLab project: numeric id or group/project.
+    ///
+    /// [default: CI_PROJECT_ID]
     #[arg(long, env = "SENTINEL_PROJECT", help_heading = SOURCE, value_name = "ID")]
     pub project: Option<String>,
-    /// PEM bundle of the CA of a self-hosted GitLab [default: SSL_CERT_FILE].
+    /// PEM bundle of the CA of a self-hosted GitLab.
+    ///
+    /// [default: SSL_CERT_FILE]
     #[arg(long, env = "SENTINEL_CA_FILE", help_heading = SOURCE, value_name = "PATH")]
     pub ca_file: Option<PathBuf>,
     /// Seconds a GitLab request may take, connection included.
@@ -296,9 +327,11 @@ pub struct SourceArgs {
         default_value_t = 30
     )]
     pub http_timeout: u64,
-    /// Files never judged and never reconsidered: a glob (`*`, `?` within a
-    /// path segment, `**` across them; without a `/` it matches file names).
-    /// Repeatable; in the environment, separate patterns with `,`.
+    /// Files never judged and never reconsidered (a glob).
+    ///
+    /// `*` and `?` match within a path segment, `**` across them; without a `/`
+    /// the glob matches file names. Repeatable; in the environment, separate
+    /// patterns with `,`.
     #[arg(
         long,
         env = "SENTINEL_LOCK",
@@ -381,8 +414,9 @@ pub enum SourceChoice {
 
 #[derive(Debug, Clone, Args)]
 pub struct StateArg {
-    /// The state file [default: <repo>/.sentinel/state.json]. Its lock is
-    /// `<state>.lock` and its no-op journal `<state>.noops`.
+    /// The state file [default: <repo>/.sentinel/state.json].
+    ///
+    /// Its lock is `<state>.lock` and its no-op journal `<state>.noops`.
     #[arg(long, env = "SENTINEL_STATE", help_heading = STATE, value_name = "PATH")]
     pub state: Option<PathBuf>,
 }
@@ -393,8 +427,10 @@ pub struct TickArgs {
     pub source: SourceArgs,
     #[command(flatten)]
     pub state: StateArg,
-    /// Most files remembered; the least recently seen are forgotten past it.
-    /// Keep it above the number of files in the watched path.
+    /// Most files remembered.
+    ///
+    /// The least recently seen are forgotten past it. Keep it above the number of
+    /// files in the watched path.
     #[arg(
         long,
         env = "SENTINEL_MAX_FILES",
@@ -403,12 +439,14 @@ pub struct TickArgs {
         default_value_t = 200_000
     )]
     pub max_files: usize,
-    /// Fresh evaluations per tick; the rest wait in a backlog for the next
-    /// ticks. 0 = unlimited.
+    /// Fresh evaluations per tick (0 = unlimited).
+    ///
+    /// The rest wait in a backlog for the next ticks.
     #[arg(long, env = "SENTINEL_BATCH", help_heading = WORK, value_name = "N", default_value_t = 5)]
     pub batch: usize,
-    /// Files larger than this are fingerprinted by their content id instead
-    /// of being read.
+    /// Files larger than this are not read.
+    ///
+    /// They are fingerprinted by their content id instead.
     #[arg(
         long,
         env = "SENTINEL_MAX_FILE_BYTES",
@@ -417,7 +455,9 @@ pub struct TickArgs {
         default_value_t = crate::tick::DEFAULT_MAX_FILE_BYTES
     )]
     pub max_file_bytes: u64,
-    /// Run the same tick but write nothing at all (no state, no journal) and say what would happen.
+    /// Write nothing at all and say what would happen.
+    ///
+    /// Runs the same tick, but writes no state and no journal.
     #[arg(
         long,
         env = "SENTINEL_DRY_RUN",
@@ -425,12 +465,12 @@ pub struct TickArgs {
         value_parser = clap::builder::BoolishValueParser::new()
     )]
     pub dry_run: bool,
-    /// What to do with an EVOLVE: only report it (off), or also commit the
-    /// model's proposed content to --sandbox-branch (patches).
+    /// What to do with an EVOLVE.
     #[arg(long, env = "SENTINEL_PROPOSE", help_heading = WORK, value_enum, default_value = "off")]
     pub propose: Propose,
-    /// The branch patches go to; never the watched branch, so sentinel's own
-    /// commits cannot wake it.
+    /// The branch patches go to.
+    ///
+    /// Never the watched branch, so sentinel's own commits cannot wake it.
     #[arg(
         long,
         env = "SENTINEL_SANDBOX_BRANCH",
@@ -451,13 +491,16 @@ pub struct TickArgs {
         value_parser = clap::builder::BoolishValueParser::new()
     )]
     pub json: bool,
-    /// Write a GitLab Code Quality report of the open EVOLVE findings here
-    /// (on a waking tick; an empty array when there are none).
+    /// Write a GitLab Code Quality report here.
+    ///
+    /// Of the open EVOLVE findings, on a waking tick; an empty array when there
+    /// are none.
     #[arg(long, env = "SENTINEL_CODEQUALITY", help_heading = REPORTS, value_name = "PATH")]
     pub codequality: Option<PathBuf>,
-    /// Keep one GitLab issue (label sentinel-dashboard) listing the open
-    /// proposals; edited on a waking tick only when they change. Needs a token
-    /// with the api scope.
+    /// Keep one GitLab issue listing the open proposals.
+    ///
+    /// The issue has the label sentinel-dashboard and is edited on a waking tick
+    /// only when the proposals change. Needs a token with the api scope.
     #[arg(
         long,
         env = "SENTINEL_DASHBOARD",
@@ -465,13 +508,19 @@ pub struct TickArgs {
         value_parser = clap::builder::BoolishValueParser::new()
     )]
     pub dashboard: bool,
-    /// Write the same dashboard as Markdown to this file (any source).
+    /// Write the same dashboard as Markdown to this file.
+    ///
+    /// Works with any source.
     #[arg(long, env = "SENTINEL_DASHBOARD_FILE", help_heading = REPORTS, value_name = "PATH")]
     pub dashboard_file: Option<PathBuf>,
-    /// The project's web address, for line links on the dashboard [default: CI_PROJECT_URL].
+    /// The project's web address [default: CI_PROJECT_URL].
+    ///
+    /// For line links on the dashboard.
     #[arg(long, env = "SENTINEL_PROJECT_URL", help_heading = REPORTS, value_name = "URL")]
     pub project_url: Option<String>,
-    /// The time of this tick, RFC 3339 (for tests and replays) [default: the clock].
+    /// The time of this tick, RFC 3339 [default: the clock].
+    ///
+    /// For tests and replays.
     #[arg(
         long,
         env = "SENTINEL_NOW",
@@ -480,13 +529,16 @@ pub struct TickArgs {
         value_parser = parse_now
     )]
     pub now: Option<DateTime<Utc>>,
-    /// What started this tick [default: from CI_PIPELINE_SOURCE; outside CI,
-    /// manual]. push, webhook and api ticks are admitted at most once per
-    /// --min-interval; schedule and manual ticks are never limited.
+    /// What started this tick.
+    ///
+    /// [default: from CI_PIPELINE_SOURCE; outside CI, manual]. push, webhook and
+    /// api ticks are admitted at most once per --min-interval; schedule and manual
+    /// ticks are never limited.
     #[arg(long, env = "SENTINEL_TRIGGER", help_heading = SCHEDULING, value_enum)]
     pub trigger: Option<TriggerArg>,
-    /// Seconds after an admitted triggered tick during which further triggered
-    /// ticks exit 21 without a request.
+    /// Least seconds between two admitted triggered ticks.
+    ///
+    /// Inside it, further triggered ticks exit 21 without a request.
     #[arg(
         long,
         env = "SENTINEL_MIN_INTERVAL",
@@ -499,7 +551,9 @@ pub struct TickArgs {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Propose {
+    /// Only report it.
     Off,
+    /// Also commit the model's proposed content to --sandbox-branch.
     Patches,
 }
 
@@ -537,8 +591,9 @@ pub enum AutonomyMode {
 /// Observation mode's bounds and the autonomy allowance.
 #[derive(Debug, Clone, Args)]
 pub struct AutonomyArgs {
-    /// Let the advisor reconsider a remembered SKIP when a new trigger appears
-    /// (needs the advisor).
+    /// Let the advisor reconsider a remembered SKIP.
+    ///
+    /// When a new trigger appears; needs the advisor.
     #[arg(
         long,
         env = "SENTINEL_AUTONOMY",
@@ -565,8 +620,10 @@ pub struct AutonomyArgs {
         default_value_t = 30
     )]
     pub autonomy_spacing: u32,
-    /// External signals, JSON lines {"path":..,"kind":"runtime_error","message":..,"ts":RFC3339};
-    /// a signal older than 24 h is not a trigger.
+    /// External signals, a file of JSON lines.
+    ///
+    /// One {"path":..,"kind":"runtime_error","message":..,"ts":RFC3339} per line; a
+    /// signal older than 24 h is not a trigger.
     #[arg(long, env = "SENTINEL_SIGNALS", help_heading = ADVISOR, value_name = "FILE")]
     pub signals: Option<PathBuf>,
     /// Most open observation watches (oldest evicted first).
@@ -600,15 +657,18 @@ pub enum LlmKind {
 /// The advisor: which model, where, and how much it may spend.
 #[derive(Debug, Clone, Args)]
 pub struct LlmArgs {
-    /// Ask a model about files local policy cannot decide [default: openai
-    /// when OPENAI_API_KEY is set, else off]. The key comes only from the
-    /// environment (OPENAI_API_KEY).
+    /// Ask a model about files local policy cannot decide.
+    ///
+    /// [default: openai when OPENAI_API_KEY is set, else off]. The key comes only
+    /// from the environment (OPENAI_API_KEY).
     #[arg(long, env = "SENTINEL_LLM", help_heading = ADVISOR, value_enum)]
     pub llm: Option<LlmKind>,
     /// The model to ask.
     #[arg(long, env = "SENTINEL_MODEL", help_heading = ADVISOR, default_value = "gpt-4o-mini")]
     pub model: String,
-    /// The OpenAI-compatible API base (local servers and proxies work).
+    /// The OpenAI-compatible API base.
+    ///
+    /// Local servers and proxies work.
     #[arg(
         long,
         env = "OPENAI_BASE_URL",
@@ -617,7 +677,9 @@ pub struct LlmArgs {
         default_value = "https://api.openai.com/v1"
     )]
     pub llm_url: String,
-    /// Most USD the advisor may spend per UTC day, counted from real usage.
+    /// Most USD the advisor may spend per UTC day.
+    ///
+    /// Counted from real usage.
     #[arg(
         long,
         env = "SENTINEL_DAILY_BUDGET",
@@ -635,7 +697,9 @@ pub struct LlmArgs {
         default_value_t = 60
     )]
     pub llm_timeout: u64,
-    /// Most tokens the model may answer with (also reserved in the budget before a call).
+    /// Most tokens the model may answer with.
+    ///
+    /// Also reserved in the budget before a call.
     #[arg(
         long,
         env = "SENTINEL_MAX_TOKENS",
@@ -644,8 +708,10 @@ pub struct LlmArgs {
         default_value_t = 1024
     )]
     pub max_tokens: u64,
-    /// A model's price, USD per million tokens: MODEL=INPUT,CACHED_INPUT,OUTPUT.
-    /// Repeatable; overrides the built-in table.
+    /// A model's price, USD per million tokens.
+    ///
+    /// MODEL=INPUT,CACHED_INPUT,OUTPUT. Repeatable; in the environment, separate
+    /// prices with `;`. Overrides the built-in table.
     #[arg(
         long = "price",
         env = "SENTINEL_PRICES",
@@ -655,7 +721,9 @@ pub struct LlmArgs {
         value_parser = parse_price
     )]
     pub prices: Vec<(String, crate::llm::prices::Price)>,
-    /// USD counted per call for a model without a price (flagged as estimated in stats).
+    /// USD counted per call for a model without a price.
+    ///
+    /// Flagged as estimated in stats.
     #[arg(
         long,
         env = "SENTINEL_COST_PER_CALL",
@@ -720,7 +788,9 @@ pub struct StatsArgs {
     pub repo: PathBuf,
     #[command(flatten)]
     pub state: StateArg,
-    /// The advisor's daily limit in USD, to show what is left of it.
+    /// The advisor's daily limit in USD.
+    ///
+    /// To show what is left of it.
     #[arg(
         long,
         env = "SENTINEL_DAILY_BUDGET",
@@ -729,7 +799,9 @@ pub struct StatsArgs {
         default_value_t = 2.0
     )]
     pub daily_budget: f64,
-    /// Print the counters as one JSON object on stdout (same as --format json).
+    /// Print the counters as one JSON object on stdout.
+    ///
+    /// Same as --format json.
     #[arg(
         long,
         env = "SENTINEL_JSON",
@@ -737,8 +809,10 @@ pub struct StatsArgs {
         value_parser = clap::builder::BoolishValueParser::new()
     )]
     pub json: bool,
-    /// How to print the counters: tables, one JSON object, or the Prometheus
-    /// text format (for the node-exporter textfile collector).
+    /// How to print the counters.
+    ///
+    /// Tables, one JSON object, or the Prometheus text format (for the
+    /// node-exporter textfile collector).
     #[arg(
         long,
         env = "SENTINEL_STATS_FORMAT",
@@ -747,7 +821,9 @@ pub struct StatsArgs {
         default_value = "table"
     )]
     pub format: StatsFormat,
-    /// The time the daily figures and the circuit are read at, RFC 3339 [default: the clock].
+    /// The time of the reading, RFC 3339 [default: the clock].
+    ///
+    /// The daily figures and the circuit are read at it.
     #[arg(
         long,
         env = "SENTINEL_NOW",
@@ -767,7 +843,9 @@ pub enum StatsFormat {
 
 #[derive(Debug, Clone, Args)]
 pub struct ExplainArgs {
-    /// The file, as a path from the repository root (as `tick --json` prints it).
+    /// The file, as a path from the repository root.
+    ///
+    /// As `tick --json` prints it.
     pub file: String,
     #[command(flatten)]
     pub source: SourceArgs,
