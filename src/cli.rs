@@ -7,6 +7,10 @@ use anyhow::{Result, bail};
 use chrono::{DateTime, Utc};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+// An API base may carry credentials (https://user:secret@proxy/v1): the args
+// bound to one set `hide_env_values`, so --help names the variable but never
+// prints its value. No flag holds a key; keys come only from the environment.
+//
 // The help headings every flag is grouped under (clap's own Options keeps
 // only -h and -V). A heading is listed where its first flag is defined, so
 // the fields of the argument structs are ordered to keep this order.
@@ -116,7 +120,13 @@ pub struct CostsArgs {
     /// The Admin API base.
     ///
     /// [default: OPENAI_ADMIN_BASE_URL, else https://api.openai.com/v1]
-    #[arg(long, env = "SENTINEL_ADMIN_URL", help_heading = ADVISOR, value_name = "URL")]
+    #[arg(
+        long,
+        env = "SENTINEL_ADMIN_URL",
+        hide_env_values = true,
+        help_heading = ADVISOR,
+        value_name = "URL"
+    )]
     pub admin_url: Option<String>,
     /// Only this OpenAI project's costs and usage.
     ///
@@ -306,7 +316,13 @@ pub struct SourceArgs {
     ///
     /// For example https://gitlab.example.com/api/v4. The token comes only from
     /// the environment: SENTINEL_GITLAB_TOKEN or GITLAB_TOKEN.
-    #[arg(long, env = "SENTINEL_GITLAB_URL", help_heading = SOURCE, value_name = "URL")]
+    #[arg(
+        long,
+        env = "SENTINEL_GITLAB_URL",
+        hide_env_values = true,
+        help_heading = SOURCE,
+        value_name = "URL"
+    )]
     pub gitlab_url: Option<String>,
     /// The GitLab project: numeric id or group/project.
     ///
@@ -672,6 +688,7 @@ pub struct LlmArgs {
     #[arg(
         long,
         env = "OPENAI_BASE_URL",
+        hide_env_values = true,
         help_heading = ADVISOR,
         value_name = "URL",
         default_value = "https://api.openai.com/v1"
