@@ -1034,6 +1034,27 @@ mod tests {
         }
     }
 
+    #[test]
+    fn every_flag_is_under_one_of_the_six_headings() {
+        let headings = [SOURCE, STATE, WORK, ADVISOR, REPORTS, SCHEDULING];
+        let cmd = Cli::command();
+        for sub in cmd.get_subcommands() {
+            for arg in sub.get_arguments() {
+                let id = arg.get_id().as_str();
+                if arg.is_positional() || ["help", "version"].contains(&id) {
+                    continue;
+                }
+                let heading = arg.get_help_heading();
+                assert!(
+                    heading.is_some_and(|h| headings.contains(&h)),
+                    "--{} of `sentinel {}` is under {heading:?}; give it a help_heading, one of {headings:?}",
+                    arg.get_long().unwrap_or(id),
+                    sub.get_name()
+                );
+            }
+        }
+    }
+
     fn base_args() -> SourceArgs {
         SourceArgs {
             source: None,
