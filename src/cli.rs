@@ -47,10 +47,11 @@ Exit codes:
 Example crontab line (every two minutes; 0, 10..17, 20 and 21 are all fine):
   */2 * * * * cd /srv/clone && git pull -q && sentinel tick --path src";
 
-/// The help wraps at 100 columns whatever the terminal, so that
-/// docs/usage.md (scripts/usage-doc) is the same on every machine. clap is
-/// built without `wrap_help`, which already means 100; the setting keeps it
-/// so should that feature ever be turned on.
+// The help is laid out for 100 columns whatever the terminal, so that
+// docs/usage.md (scripts/usage-doc) comes out the same on every machine.
+// clap is built without `wrap_help`: it never asks the terminal and does not
+// wrap help text at all; term_width pins the width should that feature ever
+// be turned on.
 #[derive(Debug, Parser)]
 #[command(
     name = "sentinel",
