@@ -7,6 +7,20 @@ use anyhow::{Result, bail};
 use chrono::{DateTime, Utc};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+// An API base may carry credentials (https://user:secret@proxy/v1): the args
+// bound to one set `hide_env_values`, so --help names the variable but never
+// prints its value. No flag holds a key; keys come only from the environment.
+//
+// The help headings every flag is grouped under (clap's own Options keeps
+// only -h and -V). A heading is listed where its first flag is defined, so
+// the fields of the argument structs are ordered to keep this order.
+const SOURCE: &str = "Source";
+const STATE: &str = "State";
+const WORK: &str = "Work";
+const ADVISOR: &str = "Advisor";
+const REPORTS: &str = "Reports";
+const SCHEDULING: &str = "Scheduling";
+
 const ABOUT: &str = "Keep a scheduled code-maintenance agent from going in circles.";
 
 const LONG_ABOUT: &str = "\
@@ -33,8 +47,19 @@ Exit codes:
 Example crontab line (every two minutes; 0, 10..17, 20 and 21 are all fine):
   */2 * * * * cd /srv/clone && git pull -q && sentinel tick --path src";
 
+// The help is laid out for 100 columns whatever the terminal, so that
+// docs/usage.md (scripts/usage-doc) comes out the same on every machine.
+// clap is built without `wrap_help`: it never asks the terminal and does not
+// wrap help text at all; term_width pins the width should that feature ever
+// be turned on.
 #[derive(Debug, Parser)]
-#[command(name = "sentinel", version, about = ABOUT, long_about = LONG_ABOUT)]
+#[command(
+    name = "sentinel",
+    version,
+    about = ABOUT,
+    long_about = LONG_ABOUT,
+    term_width = 100
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -47,13 +72,19 @@ pub enum Command {
     Tick(TickArgs),
     /// Print the wake gate's and the novelty gate's counters.
     Stats(StatsArgs),
-    /// Say why a file did or did not miss the cache: its fingerprint, part by part.
+    /// Say why a file did or did not miss the cache.
+    ///
+    /// Prints its fingerprint, part by part.
     Explain(ExplainArgs),
-    /// Run the real gates over an in-memory repository and a virtual clock,
-    /// and print the before/after tables (no network, no disk).
+    /// Run the real gates over a simulated repository and clock.
+    ///
+    /// The repository lives in memory and the clock is virtual (no network, no
+    /// disk); prints the before/after tables.
     Simulate(SimulateArgs),
-    /// Read the real bill from OpenAI's Admin API (key: OPENAI_ADMIN_KEY) and
-    /// set it beside what sentinel counted, day by day.
+    /// Set OpenAI's real bill beside what sentinel counted.
+    ///
+    /// Reads the bill from OpenAI's Admin API (key: OPENAI_ADMIN_KEY) and sets it
+    /// beside sentinel's own count, day by day.
     #[command(after_help = COSTS_AFTER)]
     Costs(CostsArgs),
 }
@@ -75,54 +106,96 @@ the lock), 1 error (missing or refused key, Admin API down: try again later).";
 /// `sentinel costs`: the bill beside sentinel's own count.
 #[derive(Debug, Clone, Args)]
 pub struct CostsArgs {
+    /// The clone the default state path is relative to.
+    #[arg(
+        long,
+        env = "SENTINEL_REPO",
+        help_heading = SOURCE,
+        value_name = "DIR",
+        default_value = "."
+    )]
+    pub repo: PathBuf,
     #[command(flatten)]
     pub state: StateArg,
-    /// The clone the default state path is relative to.
-    #[arg(long, env = "SENTINEL_REPO", value_name = "DIR", default_value = ".")]
-    pub repo: PathBuf,
-    /// UTC days to read, today included (1 to 60, the history sentinel keeps).
+    /// The advisor's daily limit in USD.
+    ///
+    /// Compared with the real spend of each day.
+    #[arg(
+        long,
+        env = "SENTINEL_DAILY_BUDGET",
+        help_heading = ADVISOR,
+        value_name = "USD",
+        default_value_t = 2.0
+    )]
+    pub daily_budget: f64,
+    /// The Admin API base.
+    ///
+    /// [default: OPENAI_ADMIN_BASE_URL, else https://api.openai.com/v1]
+    #[arg(
+        long,
+        env = "SENTINEL_ADMIN_URL",
+        hide_env_values = true,
+        help_heading = ADVISOR,
+        value_name = "URL"
+    )]
+    pub admin_url: Option<String>,
+    /// Only this OpenAI project's costs and usage.
+    ///
+    /// Sent as project_ids=; without it the whole organization's bill is read.
+    #[arg(long, env = "OPENAI_PROJECT_ID", help_heading = ADVISOR, value_name = "ID")]
+    pub project_id: Option<String>,
+    /// Seconds one Admin API request may take.
+    #[arg(
+        long,
+        env = "SENTINEL_ADMIN_TIMEOUT",
+        help_heading = ADVISOR,
+        value_name = "SECS",
+        default_value_t = 30,
+        value_parser = clap::value_parser!(u64).range(1..=600)
+    )]
+    pub admin_timeout: u64,
+    /// Store the measured real cost per call.
+    ///
+    /// For models without a built-in price; the budget counts it instead of
+    /// --cost-per-call from then on.
+    #[arg(
+        long,
+        env = "SENTINEL_CALIBRATE",
+        help_heading = ADVISOR,
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    pub calibrate: bool,
+    /// UTC days to read, today included.
+    ///
+    /// 1 to 60, the history sentinel keeps.
     #[arg(
         long,
         env = "SENTINEL_COST_DAYS",
+        help_heading = REPORTS,
         value_name = "N",
         default_value_t = 7,
         value_parser = clap::value_parser!(u32).range(1..=60)
     )]
     pub days: u32,
     /// Print one JSON object on stdout.
-    #[arg(long, env = "SENTINEL_JSON", value_parser = clap::builder::BoolishValueParser::new())]
+    #[arg(
+        long,
+        env = "SENTINEL_JSON",
+        help_heading = REPORTS,
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
     pub json: bool,
-    /// The Admin API base [default: OPENAI_ADMIN_BASE_URL, else https://api.openai.com/v1].
-    #[arg(long, env = "SENTINEL_ADMIN_URL", value_name = "URL")]
-    pub admin_url: Option<String>,
-    /// Only this OpenAI project's costs and usage (project_ids=); without it
-    /// the whole organization's bill is read.
-    #[arg(long, env = "OPENAI_PROJECT_ID", value_name = "ID")]
-    pub project_id: Option<String>,
-    /// Seconds one Admin API request may take.
+    /// The time of the run, RFC 3339 [default: the clock].
+    ///
+    /// Today is its UTC day.
     #[arg(
         long,
-        env = "SENTINEL_ADMIN_TIMEOUT",
-        value_name = "SECS",
-        default_value_t = 30,
-        value_parser = clap::value_parser!(u64).range(1..=600)
+        env = "SENTINEL_NOW",
+        help_heading = SCHEDULING,
+        value_name = "RFC3339",
+        value_parser = parse_now
     )]
-    pub admin_timeout: u64,
-    /// The time of the run, RFC 3339; today is its UTC day [default: the clock].
-    #[arg(long, env = "SENTINEL_NOW", value_name = "RFC3339", value_parser = parse_now)]
     pub now: Option<DateTime<Utc>>,
-    /// The advisor's daily limit in USD, compared with the real spend of each day.
-    #[arg(
-        long,
-        env = "SENTINEL_DAILY_BUDGET",
-        value_name = "USD",
-        default_value_t = 2.0
-    )]
-    pub daily_budget: f64,
-    /// Store the measured real cost per call of models without a built-in
-    /// price; the budget counts it instead of --cost-per-call from then on.
-    #[arg(long, env = "SENTINEL_CALIBRATE", value_parser = clap::builder::BoolishValueParser::new())]
-    pub calibrate: bool,
 }
 
 impl CostsArgs {
@@ -152,36 +225,65 @@ pub enum Scenario {
     Storm,
     /// The billing quota runs out at 09:00.
     Quota,
+    /// The three, one after the other.
     All,
 }
 
 #[derive(Debug, Clone, Args)]
 pub struct SimulateArgs {
-    #[arg(long, env = "SENTINEL_SCENARIO", value_enum, default_value = "all")]
-    pub scenario: Scenario,
     /// Files in the simulated repository (day).
     #[arg(
         long,
         env = "SENTINEL_SIM_FILES",
+        help_heading = SOURCE,
         value_name = "N",
         default_value_t = 5
     )]
     pub files: usize,
-    /// Time between ticks (day): 30s, 2m, 1h …
-    #[arg(long, env = "SENTINEL_SIM_INTERVAL", value_name = "DURATION", default_value = "2m", value_parser = crate::simulate::parse_duration)]
-    pub interval: chrono::Duration,
-    /// Length of the simulated run (day).
-    #[arg(long, env = "SENTINEL_SIM_DURATION", value_name = "DURATION", default_value = "24h", value_parser = crate::simulate::parse_duration)]
-    pub duration: chrono::Duration,
     /// Commits, as TIME=FILE pairs: "12:00=c.js,18:30=a.js" (day).
-    #[arg(long, env = "SENTINEL_SIM_CHANGES", value_name = "LIST", default_value = "12:00=c.js", value_parser = crate::simulate::parse_changes_arg)]
+    #[arg(
+        long,
+        env = "SENTINEL_SIM_CHANGES",
+        help_heading = SOURCE,
+        value_name = "LIST",
+        default_value = "12:00=c.js",
+        value_parser = crate::simulate::parse_changes_arg
+    )]
     pub changes: crate::simulate::Changes,
-    /// Fresh evaluations per tick (day).
-    #[arg(long, env = "SENTINEL_BATCH", value_name = "N", default_value_t = 5)]
+    /// The scenario to run.
+    #[arg(long, env = "SENTINEL_SCENARIO", help_heading = WORK, value_enum, default_value = "all")]
+    pub scenario: Scenario,
+    /// Paid consultations per tick (day).
+    #[arg(long, env = "SENTINEL_BATCH", help_heading = WORK, value_name = "N", default_value_t = 5)]
     pub batch: usize,
     /// Print one JSON object on stdout.
-    #[arg(long, env = "SENTINEL_JSON", value_parser = clap::builder::BoolishValueParser::new())]
+    #[arg(
+        long,
+        env = "SENTINEL_JSON",
+        help_heading = REPORTS,
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
     pub json: bool,
+    /// Time between ticks (day): 30s, 2m, 1h …
+    #[arg(
+        long,
+        env = "SENTINEL_SIM_INTERVAL",
+        help_heading = SCHEDULING,
+        value_name = "DURATION",
+        default_value = "2m",
+        value_parser = crate::simulate::parse_duration
+    )]
+    pub interval: chrono::Duration,
+    /// Length of the simulated run (day).
+    #[arg(
+        long,
+        env = "SENTINEL_SIM_DURATION",
+        help_heading = SCHEDULING,
+        value_name = "DURATION",
+        default_value = "24h",
+        value_parser = crate::simulate::parse_duration
+    )]
+    pub duration: chrono::Duration,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -195,50 +297,84 @@ pub enum SourceKind {
 /// Where the watched files come from.
 #[derive(Debug, Clone, Args)]
 pub struct SourceArgs {
-    /// Where the watched files come from [default: gitlab when a GitLab URL
-    /// is configured, else git].
-    #[arg(long, env = "SENTINEL_SOURCE", value_enum)]
+    /// Where the watched files come from.
+    ///
+    /// [default: gitlab when a GitLab URL is configured, else git]
+    #[arg(long, env = "SENTINEL_SOURCE", help_heading = SOURCE, value_enum)]
     pub source: Option<SourceKind>,
-    /// The git clone to watch (git source); also where the default state lives.
-    #[arg(long, env = "SENTINEL_REPO", value_name = "DIR", default_value = ".")]
+    /// The git clone to watch (git source).
+    ///
+    /// Also where the default state lives.
+    #[arg(
+        long,
+        env = "SENTINEL_REPO",
+        help_heading = SOURCE,
+        value_name = "DIR",
+        default_value = "."
+    )]
     pub repo: PathBuf,
-    /// The branch to watch [default: the clone's current branch; for GitLab,
-    /// CI_DEFAULT_BRANCH].
-    #[arg(long, env = "SENTINEL_BRANCH", value_name = "NAME")]
+    /// The branch to watch.
+    ///
+    /// [default: the clone's current branch; for GitLab, CI_DEFAULT_BRANCH]
+    #[arg(long, env = "SENTINEL_BRANCH", help_heading = SOURCE, value_name = "NAME")]
     pub branch: Option<String>,
-    /// The watched directory, relative to the repository root [default: the whole repository].
-    #[arg(long, env = "SENTINEL_PATH", value_name = "DIR")]
+    /// The watched directory, relative to the repository root.
+    ///
+    /// [default: the whole repository]
+    #[arg(long, env = "SENTINEL_PATH", help_heading = SOURCE, value_name = "DIR")]
     pub path: Option<String>,
-    /// The GitLab API base, e.g. https://gitlab.example.com/api/v4 [default: CI_API_V4_URL].
-    /// The token comes only from the environment: SENTINEL_GITLAB_TOKEN or GITLAB_TOKEN.
-    #[arg(long, env = "SENTINEL_GITLAB_URL", value_name = "URL")]
+    /// The GitLab API base [default: CI_API_V4_URL].
+    ///
+    /// For example https://gitlab.example.com/api/v4. The token comes only from
+    /// the environment: SENTINEL_GITLAB_TOKEN or GITLAB_TOKEN.
+    #[arg(
+        long,
+        env = "SENTINEL_GITLAB_URL",
+        hide_env_values = true,
+        help_heading = SOURCE,
+        value_name = "URL"
+    )]
     pub gitlab_url: Option<String>,
-    /// The GitLab project: numeric id or group/project [default: CI_PROJECT_ID].
-    #[arg(long, env = "SENTINEL_PROJECT", value_name = "ID")]
+    /// The GitLab project: numeric id or group/project.
+    ///
+    /// [default: CI_PROJECT_ID]
+    #[arg(long, env = "SENTINEL_PROJECT", help_heading = SOURCE, value_name = "ID")]
     pub project: Option<String>,
-    /// PEM bundle of the CA of a self-hosted GitLab [default: SSL_CERT_FILE].
-    #[arg(long, env = "SENTINEL_CA_FILE", value_name = "PATH")]
+    /// PEM bundle of the CA of a self-hosted GitLab.
+    ///
+    /// [default: SSL_CERT_FILE]
+    #[arg(long, env = "SENTINEL_CA_FILE", help_heading = SOURCE, value_name = "PATH")]
     pub ca_file: Option<PathBuf>,
     /// Seconds a GitLab request may take, connection included.
     #[arg(
         long,
         env = "SENTINEL_HTTP_TIMEOUT",
+        help_heading = SOURCE,
         value_name = "SECS",
         default_value_t = 30
     )]
     pub http_timeout: u64,
-    /// Files never judged and never reconsidered: a glob (`*`, `?` within a
-    /// path segment, `**` across them; without a `/` it matches file names).
-    /// Repeatable; in the environment, separate patterns with `,`.
+    /// Files never judged and never reconsidered (a glob).
+    ///
+    /// `*` and `?` match within a path segment, `**` across them; without a `/`
+    /// the glob matches file names. Repeatable; in the environment, separate
+    /// patterns with `,`.
     #[arg(
         long,
         env = "SENTINEL_LOCK",
+        help_heading = SOURCE,
         value_name = "GLOB",
         value_delimiter = ','
     )]
     pub lock: Vec<String>,
     /// Record Retry-After waits instead of sleeping (for tests).
-    #[arg(long, env = "SENTINEL_FAKE_SLEEP", hide = true, value_parser = clap::builder::BoolishValueParser::new())]
+    #[arg(
+        long,
+        env = "SENTINEL_FAKE_SLEEP",
+        help_heading = SOURCE,
+        hide = true,
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
     pub fake_sleep: bool,
 }
 
@@ -305,9 +441,10 @@ pub enum SourceChoice {
 
 #[derive(Debug, Clone, Args)]
 pub struct StateArg {
-    /// The state file [default: <repo>/.sentinel/state.json]. Its lock is
-    /// `<state>.lock` and its no-op journal `<state>.noops`.
-    #[arg(long, env = "SENTINEL_STATE", value_name = "PATH")]
+    /// The state file [default: <repo>/.sentinel/state.json].
+    ///
+    /// Its lock is `<state>.lock` and its no-op journal `<state>.noops`.
+    #[arg(long, env = "SENTINEL_STATE", help_heading = STATE, value_name = "PATH")]
     pub state: Option<PathBuf>,
 }
 
@@ -317,98 +454,152 @@ pub struct TickArgs {
     pub source: SourceArgs,
     #[command(flatten)]
     pub state: StateArg,
-    /// Paid consultations (model or agent calls) per tick; files that need
-    /// one past it wait in a backlog. Local decisions are free and never
-    /// counted. 0 = unlimited.
-    #[arg(long, env = "SENTINEL_BATCH", value_name = "N", default_value_t = 5)]
-    pub batch: usize,
-    /// File reads per tick; files not read wait in a backlog. 0 = unlimited
-    /// [default: 0 on the git source, where reads are free; 100 on GitLab,
-    /// where each read is an API request].
-    #[arg(long, env = "SENTINEL_MAX_READS", value_name = "N")]
-    pub max_reads: Option<usize>,
-    /// Most files remembered; the least recently seen are forgotten past it.
-    /// Keep it above the number of files in the watched path.
+    /// Most files remembered.
+    ///
+    /// The least recently seen are forgotten past it. Keep it above the number of
+    /// files in the watched path.
     #[arg(
         long,
         env = "SENTINEL_MAX_FILES",
+        help_heading = STATE,
         value_name = "N",
         default_value_t = 200_000
     )]
     pub max_files: usize,
-    /// Files larger than this are fingerprinted by their content id instead
-    /// of being read.
+    /// Paid consultations (model or agent calls) per tick (0 = unlimited).
+    ///
+    /// Files that need one past it wait in a backlog for the next ticks. Local
+    /// decisions are free and never counted, so a clone with no model is judged
+    /// whole by its first tick.
+    #[arg(long, env = "SENTINEL_BATCH", help_heading = WORK, value_name = "N", default_value_t = 5)]
+    pub batch: usize,
+    /// File reads per tick (0 = unlimited).
+    ///
+    /// Files not read wait in a backlog. Default: 0 on the git source, where
+    /// reads are free; 100 on GitLab, where each read is an API request.
+    #[arg(long, env = "SENTINEL_MAX_READS", help_heading = WORK, value_name = "N")]
+    pub max_reads: Option<usize>,
+    /// Files larger than this are not read.
+    ///
+    /// They are fingerprinted by their content id instead.
     #[arg(
         long,
         env = "SENTINEL_MAX_FILE_BYTES",
+        help_heading = WORK,
         value_name = "BYTES",
         default_value_t = crate::tick::DEFAULT_MAX_FILE_BYTES
     )]
     pub max_file_bytes: u64,
-    /// The time of this tick, RFC 3339 (for tests and replays) [default: the clock].
-    #[arg(long, env = "SENTINEL_NOW", value_name = "RFC3339", value_parser = parse_now)]
-    pub now: Option<DateTime<Utc>>,
-    /// Run the same tick but write nothing at all (no state, no journal) and say what would happen.
-    #[arg(long, env = "SENTINEL_DRY_RUN", value_parser = clap::builder::BoolishValueParser::new())]
-    pub dry_run: bool,
-    /// Print the result as one JSON object on stdout.
-    #[arg(long, env = "SENTINEL_JSON", value_parser = clap::builder::BoolishValueParser::new())]
-    pub json: bool,
-    /// List every file left pending in --json (`files` and `pending_paths`),
-    /// not only their count and the first 20 paths.
-    #[arg(long, env = "SENTINEL_ALL_PENDING", value_parser = clap::builder::BoolishValueParser::new())]
-    pub all_pending: bool,
-    #[command(flatten)]
-    pub llm: LlmArgs,
-    #[command(flatten)]
-    pub autonomy: AutonomyArgs,
-    /// What started this tick [default: from CI_PIPELINE_SOURCE; outside CI,
-    /// manual]. push, webhook and api ticks are admitted at most once per
-    /// --min-interval; schedule and manual ticks are never limited.
-    #[arg(long, env = "SENTINEL_TRIGGER", value_enum)]
-    pub trigger: Option<TriggerArg>,
-    /// Seconds after an admitted triggered tick during which further triggered
-    /// ticks exit 21 without a request.
+    /// Write nothing at all and say what would happen.
+    ///
+    /// Runs the same tick, but writes no state and no journal.
     #[arg(
         long,
-        env = "SENTINEL_MIN_INTERVAL",
-        value_name = "SECS",
-        default_value_t = 30
+        env = "SENTINEL_DRY_RUN",
+        help_heading = WORK,
+        value_parser = clap::builder::BoolishValueParser::new()
     )]
-    pub min_interval: u64,
-    /// Write a GitLab Code Quality report of the open EVOLVE findings here
-    /// (on a waking tick; an empty array when there are none).
-    #[arg(long, env = "SENTINEL_CODEQUALITY", value_name = "PATH")]
-    pub codequality: Option<PathBuf>,
-    /// Keep one GitLab issue (label sentinel-dashboard) listing the open
-    /// proposals; edited on a waking tick only when they change. Needs a token
-    /// with the api scope.
-    #[arg(long, env = "SENTINEL_DASHBOARD", value_parser = clap::builder::BoolishValueParser::new())]
-    pub dashboard: bool,
-    /// Write the same dashboard as Markdown to this file (any source).
-    #[arg(long, env = "SENTINEL_DASHBOARD_FILE", value_name = "PATH")]
-    pub dashboard_file: Option<PathBuf>,
-    /// The project's web address, for line links on the dashboard [default: CI_PROJECT_URL].
-    #[arg(long, env = "SENTINEL_PROJECT_URL", value_name = "URL")]
-    pub project_url: Option<String>,
-    /// What to do with an EVOLVE: only report it (off), or also commit the
-    /// model's proposed content to --sandbox-branch (patches).
-    #[arg(long, env = "SENTINEL_PROPOSE", value_enum, default_value = "off")]
+    pub dry_run: bool,
+    /// What to do with an EVOLVE.
+    #[arg(long, env = "SENTINEL_PROPOSE", help_heading = WORK, value_enum, default_value = "off")]
     pub propose: Propose,
-    /// The branch patches go to; never the watched branch, so sentinel's own
-    /// commits cannot wake it.
+    /// The branch patches go to.
+    ///
+    /// Never the watched branch, so sentinel's own commits cannot wake it.
     #[arg(
         long,
         env = "SENTINEL_SANDBOX_BRANCH",
+        help_heading = WORK,
         value_name = "NAME",
         default_value = "sentinel-sandbox"
     )]
     pub sandbox_branch: String,
+    #[command(flatten)]
+    pub llm: LlmArgs,
+    #[command(flatten)]
+    pub autonomy: AutonomyArgs,
+    /// Print the result as one JSON object on stdout.
+    #[arg(
+        long,
+        env = "SENTINEL_JSON",
+        help_heading = REPORTS,
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    pub json: bool,
+    /// List every pending file in --json.
+    ///
+    /// Without it, files left pending are their count and the first 20 paths
+    /// (`pending_paths`); a dry run always lists them all.
+    #[arg(
+        long,
+        env = "SENTINEL_ALL_PENDING",
+        help_heading = REPORTS,
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    pub all_pending: bool,
+    /// Write a GitLab Code Quality report here.
+    ///
+    /// Of the open EVOLVE findings, on a waking tick; an empty array when there
+    /// are none.
+    #[arg(long, env = "SENTINEL_CODEQUALITY", help_heading = REPORTS, value_name = "PATH")]
+    pub codequality: Option<PathBuf>,
+    /// Keep one GitLab issue listing the open proposals.
+    ///
+    /// The issue has the label sentinel-dashboard and is edited on a waking tick
+    /// only when the proposals change. Needs a token with the api scope.
+    #[arg(
+        long,
+        env = "SENTINEL_DASHBOARD",
+        help_heading = REPORTS,
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    pub dashboard: bool,
+    /// Write the same dashboard as Markdown to this file.
+    ///
+    /// Works with any source.
+    #[arg(long, env = "SENTINEL_DASHBOARD_FILE", help_heading = REPORTS, value_name = "PATH")]
+    pub dashboard_file: Option<PathBuf>,
+    /// The project's web address [default: CI_PROJECT_URL].
+    ///
+    /// For line links on the dashboard.
+    #[arg(long, env = "SENTINEL_PROJECT_URL", help_heading = REPORTS, value_name = "URL")]
+    pub project_url: Option<String>,
+    /// The time of this tick, RFC 3339 [default: the clock].
+    ///
+    /// For tests and replays.
+    #[arg(
+        long,
+        env = "SENTINEL_NOW",
+        help_heading = SCHEDULING,
+        value_name = "RFC3339",
+        value_parser = parse_now
+    )]
+    pub now: Option<DateTime<Utc>>,
+    /// What started this tick.
+    ///
+    /// [default: from CI_PIPELINE_SOURCE; outside CI, manual]. push, webhook and
+    /// api ticks are admitted at most once per --min-interval; schedule and manual
+    /// ticks are never limited.
+    #[arg(long, env = "SENTINEL_TRIGGER", help_heading = SCHEDULING, value_enum)]
+    pub trigger: Option<TriggerArg>,
+    /// Least seconds between two admitted triggered ticks.
+    ///
+    /// Inside it, further triggered ticks exit 21 without a request.
+    #[arg(
+        long,
+        env = "SENTINEL_MIN_INTERVAL",
+        help_heading = SCHEDULING,
+        value_name = "SECS",
+        default_value_t = 30
+    )]
+    pub min_interval: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Propose {
+    /// Only report it.
     Off,
+    /// Also commit the model's proposed content to --sandbox-branch.
     Patches,
 }
 
@@ -446,14 +637,22 @@ pub enum AutonomyMode {
 /// Observation mode's bounds and the autonomy allowance.
 #[derive(Debug, Clone, Args)]
 pub struct AutonomyArgs {
-    /// Let the advisor reconsider a remembered SKIP when a new trigger appears
-    /// (needs the advisor).
-    #[arg(long, env = "SENTINEL_AUTONOMY", value_enum, default_value = "off")]
+    /// Let the advisor reconsider a remembered SKIP.
+    ///
+    /// When a new trigger appears; needs the advisor.
+    #[arg(
+        long,
+        env = "SENTINEL_AUTONOMY",
+        help_heading = ADVISOR,
+        value_enum,
+        default_value = "off"
+    )]
     pub autonomy: AutonomyMode,
     /// Reconsiderations per UTC day (hard cap 100).
     #[arg(
         long,
         env = "SENTINEL_AUTONOMY_TOKENS",
+        help_heading = ADVISOR,
         value_name = "N",
         default_value_t = 10
     )]
@@ -462,18 +661,22 @@ pub struct AutonomyArgs {
     #[arg(
         long,
         env = "SENTINEL_AUTONOMY_SPACING",
+        help_heading = ADVISOR,
         value_name = "MINUTES",
         default_value_t = 30
     )]
     pub autonomy_spacing: u32,
-    /// External signals, JSON lines {"path":..,"kind":"runtime_error","message":..,"ts":RFC3339};
-    /// a signal older than 24 h is not a trigger.
-    #[arg(long, env = "SENTINEL_SIGNALS", value_name = "FILE")]
+    /// External signals, a file of JSON lines.
+    ///
+    /// One {"path":..,"kind":"runtime_error","message":..,"ts":RFC3339} per line; a
+    /// signal older than 24 h is not a trigger.
+    #[arg(long, env = "SENTINEL_SIGNALS", help_heading = ADVISOR, value_name = "FILE")]
     pub signals: Option<PathBuf>,
     /// Most open observation watches (oldest evicted first).
     #[arg(
         long,
         env = "SENTINEL_WATCH_LIMIT",
+        help_heading = STATE,
         value_name = "N",
         default_value_t = 500
     )]
@@ -482,6 +685,7 @@ pub struct AutonomyArgs {
     #[arg(
         long,
         env = "SENTINEL_RESOLVED_LIMIT",
+        help_heading = STATE,
         value_name = "N",
         default_value_t = 200
     )]
@@ -499,26 +703,34 @@ pub enum LlmKind {
 /// The advisor: which model, where, and how much it may spend.
 #[derive(Debug, Clone, Args)]
 pub struct LlmArgs {
-    /// Ask a model about files local policy cannot decide [default: openai
-    /// when OPENAI_API_KEY is set, else off]. The key comes only from the
-    /// environment (OPENAI_API_KEY).
-    #[arg(long, env = "SENTINEL_LLM", value_enum)]
+    /// Ask a model about files local policy cannot decide.
+    ///
+    /// [default: openai when OPENAI_API_KEY is set, else off]. The key comes only
+    /// from the environment (OPENAI_API_KEY).
+    #[arg(long, env = "SENTINEL_LLM", help_heading = ADVISOR, value_enum)]
     pub llm: Option<LlmKind>,
     /// The model to ask.
-    #[arg(long, env = "SENTINEL_MODEL", default_value = "gpt-4o-mini")]
+    #[arg(long, env = "SENTINEL_MODEL", help_heading = ADVISOR, default_value = "gpt-4o-mini")]
     pub model: String,
-    /// The OpenAI-compatible API base (local servers and proxies work).
+    /// The OpenAI-compatible API base.
+    ///
+    /// Local servers and proxies work.
     #[arg(
         long,
         env = "OPENAI_BASE_URL",
+        hide_env_values = true,
+        help_heading = ADVISOR,
         value_name = "URL",
         default_value = "https://api.openai.com/v1"
     )]
     pub llm_url: String,
-    /// Most USD the advisor may spend per UTC day, counted from real usage.
+    /// Most USD the advisor may spend per UTC day.
+    ///
+    /// Counted from real usage.
     #[arg(
         long,
         env = "SENTINEL_DAILY_BUDGET",
+        help_heading = ADVISOR,
         value_name = "USD",
         default_value_t = 2.0
     )]
@@ -527,32 +739,42 @@ pub struct LlmArgs {
     #[arg(
         long,
         env = "SENTINEL_LLM_TIMEOUT",
+        help_heading = ADVISOR,
         value_name = "SECS",
         default_value_t = 60
     )]
     pub llm_timeout: u64,
-    /// Most tokens the model may answer with (also reserved in the budget before a call).
+    /// Most tokens the model may answer with.
+    ///
+    /// Also reserved in the budget before a call.
     #[arg(
         long,
         env = "SENTINEL_MAX_TOKENS",
+        help_heading = ADVISOR,
         value_name = "N",
         default_value_t = 1024
     )]
     pub max_tokens: u64,
-    /// A model's price, USD per million tokens: MODEL=INPUT,CACHED_INPUT,OUTPUT.
-    /// Repeatable; overrides the built-in table.
+    /// A model's price, USD per million tokens.
+    ///
+    /// MODEL=INPUT,CACHED_INPUT,OUTPUT. Repeatable; in the environment, separate
+    /// prices with `;`. Overrides the built-in table.
     #[arg(
         long = "price",
         env = "SENTINEL_PRICES",
+        help_heading = ADVISOR,
         value_name = "MODEL=IN,CACHED,OUT",
         value_delimiter = ';',
         value_parser = parse_price
     )]
     pub prices: Vec<(String, crate::llm::prices::Price)>,
-    /// USD counted per call for a model without a price (flagged as estimated in stats).
+    /// USD counted per call for a model without a price.
+    ///
+    /// Flagged as estimated in stats.
     #[arg(
         long,
         env = "SENTINEL_COST_PER_CALL",
+        help_heading = ADVISOR,
         value_name = "USD",
         default_value_t = 0.05
     )]
@@ -602,34 +824,61 @@ impl LlmArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct StatsArgs {
-    #[command(flatten)]
-    pub state: StateArg,
     /// The clone the default state path is relative to.
-    #[arg(long, env = "SENTINEL_REPO", value_name = "DIR", default_value = ".")]
-    pub repo: PathBuf,
-    /// Print the counters as one JSON object on stdout (same as --format json).
-    #[arg(long, env = "SENTINEL_JSON", value_parser = clap::builder::BoolishValueParser::new())]
-    pub json: bool,
-    /// How to print the counters: tables, one JSON object, or the Prometheus
-    /// text format (for the node-exporter textfile collector).
     #[arg(
         long,
-        env = "SENTINEL_STATS_FORMAT",
-        value_enum,
-        default_value = "table"
+        env = "SENTINEL_REPO",
+        help_heading = SOURCE,
+        value_name = "DIR",
+        default_value = "."
     )]
-    pub format: StatsFormat,
-    /// The time the daily figures and the circuit are read at, RFC 3339 [default: the clock].
-    #[arg(long, env = "SENTINEL_NOW", value_name = "RFC3339", value_parser = parse_now)]
-    pub now: Option<DateTime<Utc>>,
-    /// The advisor's daily limit in USD, to show what is left of it.
+    pub repo: PathBuf,
+    #[command(flatten)]
+    pub state: StateArg,
+    /// The advisor's daily limit in USD.
+    ///
+    /// To show what is left of it.
     #[arg(
         long,
         env = "SENTINEL_DAILY_BUDGET",
+        help_heading = ADVISOR,
         value_name = "USD",
         default_value_t = 2.0
     )]
     pub daily_budget: f64,
+    /// Print the counters as one JSON object on stdout.
+    ///
+    /// Same as --format json.
+    #[arg(
+        long,
+        env = "SENTINEL_JSON",
+        help_heading = REPORTS,
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    pub json: bool,
+    /// How to print the counters.
+    ///
+    /// Tables, one JSON object, or the Prometheus text format (for the
+    /// node-exporter textfile collector).
+    #[arg(
+        long,
+        env = "SENTINEL_STATS_FORMAT",
+        help_heading = REPORTS,
+        value_enum,
+        default_value = "table"
+    )]
+    pub format: StatsFormat,
+    /// The time of the reading, RFC 3339 [default: the clock].
+    ///
+    /// The daily figures and the circuit are read at it.
+    #[arg(
+        long,
+        env = "SENTINEL_NOW",
+        help_heading = SCHEDULING,
+        value_name = "RFC3339",
+        value_parser = parse_now
+    )]
+    pub now: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -641,18 +890,25 @@ pub enum StatsFormat {
 
 #[derive(Debug, Clone, Args)]
 pub struct ExplainArgs {
-    /// The file, as a path from the repository root (as `tick --json` prints it).
+    /// The file, as a path from the repository root.
+    ///
+    /// As `tick --json` prints it.
     pub file: String,
     #[command(flatten)]
     pub source: SourceArgs,
     #[command(flatten)]
     pub state: StateArg,
-    /// Print the explanation as one JSON object on stdout.
-    #[arg(long, env = "SENTINEL_JSON", value_parser = clap::builder::BoolishValueParser::new())]
-    pub json: bool,
     /// The advisor settings of the ticks (they are part of the evidence version).
     #[command(flatten)]
     pub llm: LlmArgs,
+    /// Print the explanation as one JSON object on stdout.
+    #[arg(
+        long,
+        env = "SENTINEL_JSON",
+        help_heading = REPORTS,
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    pub json: bool,
 }
 
 fn parse_now(s: &str) -> Result<DateTime<Utc>, String> {
@@ -795,6 +1051,27 @@ mod tests {
                 continue;
             }
             assert!(arg.get_env().is_some(), "--{id} has no env binding");
+        }
+    }
+
+    #[test]
+    fn every_flag_is_under_one_of_the_six_headings() {
+        let headings = [SOURCE, STATE, WORK, ADVISOR, REPORTS, SCHEDULING];
+        let cmd = Cli::command();
+        for sub in cmd.get_subcommands() {
+            for arg in sub.get_arguments() {
+                let id = arg.get_id().as_str();
+                if arg.is_positional() || ["help", "version"].contains(&id) {
+                    continue;
+                }
+                let heading = arg.get_help_heading();
+                assert!(
+                    heading.is_some_and(|h| headings.contains(&h)),
+                    "--{} of `sentinel {}` is under {heading:?}; give it a help_heading, one of {headings:?}",
+                    arg.get_long().unwrap_or(id),
+                    sub.get_name()
+                );
+            }
         }
     }
 
