@@ -189,3 +189,51 @@ fn explain_of_a_file_that_is_not_there_exits_1_and_says_why() {
     expect_code(&out, 0);
     assert_eq!(out.json()["path"], paths[0].as_str());
 }
+
+/// The first column of the table under `## Top-level fields` in docs/json.md.
+fn documented_fields() -> Vec<String> {
+    let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/json.md"))
+        .expect("docs/json.md");
+    let table = page
+        .split("## Top-level fields")
+        .nth(1)
+        .expect("a Top-level fields section");
+    table
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .skip(2)
+        .map(|l| {
+            l.split('|')
+                .nth(1)
+                .unwrap()
+                .trim()
+                .trim_matches('`')
+                .to_string()
+        })
+        .collect()
+}
+
+fn keys(v: &Value) -> Vec<String> {
+    v.as_object().unwrap().keys().cloned().collect()
+}
+
+#[test]
+fn every_top_level_field_of_the_tick_report_is_documented() {
+    let mut documented = documented_fields();
+    documented.sort();
+    let (sb, _) = clone_of(3);
+    let woke = report(&sb.tick(&at(0), &[]), 10);
+    let mut seen = keys(&woke);
+    seen.sort();
+    assert_eq!(seen, documented, "docs/json.md and the report disagree");
+    // The same keys on a no-op and on a busy tick.
+    let noop = report(&sb.tick(&at(2), &[]), 0);
+    let _lock = hold_lock(&sb.state);
+    let busy = report(&sb.tick(&at(4), &[]), 20);
+    for other in [noop, busy] {
+        let mut k = keys(&other);
+        k.sort();
+        assert_eq!(k, seen);
+    }
+}
