@@ -123,6 +123,7 @@ fn run_tick(args: TickArgs) -> Result<u8> {
             .clone()
             .or_else(|| env.ci_project_url.clone()),
         patches,
+        rescope: args.rescope,
     };
     // A dry run calls no model.
     let mut advisor = match (&env.openai_api_key, advisor_on && !args.dry_run) {

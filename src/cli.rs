@@ -454,6 +454,18 @@ pub struct TickArgs {
     pub source: SourceArgs,
     #[command(flatten)]
     pub state: StateArg,
+    /// Move a state of another scope to this tick's on purpose.
+    ///
+    /// A state belongs to one source, project, branch and path; a tick of
+    /// another scope exits 1 and writes nothing. With --rescope it lists the
+    /// tree whole and keeps the decisions of the files that still exist.
+    #[arg(
+        long,
+        env = "SENTINEL_RESCOPE",
+        help_heading = STATE,
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    pub rescope: bool,
     /// Most files remembered.
     ///
     /// The least recently seen are forgotten past it. Keep it above the number of

@@ -163,6 +163,7 @@ fn config(now: DateTime<Utc>, batch: usize, trigger: Trigger) -> TickConfig {
         rev: "HEAD".into(),
         batch,
         max_reads: 0,
+        rescope: false,
         dry_run: false,
         max_files: 200_000,
         max_file_bytes: tick::DEFAULT_MAX_FILE_BYTES,

@@ -14,6 +14,8 @@ mod costs;
 mod dashboard;
 #[path = "e2e/front_door.rs"]
 mod front_door;
+#[path = "e2e/loops.rs"]
+mod loops;
 #[path = "e2e/patches.rs"]
 mod patches;
 #[path = "e2e/properties.rs"]
@@ -989,20 +991,29 @@ fn an_import_that_appears_later_rechecks_the_file_that_could_not_resolve_it() {
 
 #[test]
 fn sha_unavailable_never_masquerades_as_unchanged() {
-    let sb = Sandbox::with_files(&FIVE);
+    let mut sb = Sandbox::with_files(&FIVE);
     let head = sb.repo.head();
     tick(&sb, &at(0), &[], 10);
 
-    let report = tick(&sb, &at(2), &["--branch", "does-not-exist"], 11);
+    // A lookup that fails for a passing reason (a busy repository).
+    sb.fake_git_log("echo 'fatal: simulated outage' >&2; exit 128");
+    let report = tick(&sb, &at(2), &[], 11);
+    sb.real_git();
     assert_eq!(report["verdict"]["wake"], true);
     assert_eq!(report["verdict"]["reason"], "sha_unavailable");
     let error = report["verdict"]["detail"]["error"].as_str().unwrap();
     assert!(
-        error.starts_with("git log in `") && error.contains("does-not-exist"),
+        error.starts_with("git log in `") && error.contains("simulated outage"),
         "{error}"
     );
     assert_eq!(report["head"], Value::Null);
-    assert_eq!(report["files"], json!([]));
+    // It wakes and compares content ids from the listing: nothing differs.
+    assert_eq!(
+        files(&report),
+        FIVE.map(|f| (p(f), "reused".to_string(), "unchanged".to_string()))
+            .to_vec()
+    );
+    assert_eq!(report["file_reads"], 0);
 
     let stats = sb.stats();
     assert_eq!(

@@ -107,6 +107,15 @@ impl GitSource {
 }
 
 impl Source for GitSource {
+    fn scope(&self) -> super::Scope {
+        super::Scope {
+            source: "git".into(),
+            project: super::scope::clone_identity(&self.repo),
+            branch: self.rev.clone(),
+            path: self.path.clone().unwrap_or_default(),
+        }
+    }
+
     fn head(&mut self) -> Result<String, SourceError> {
         let rev = self.rev.clone();
         let path = self.path.clone();

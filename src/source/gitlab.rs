@@ -563,6 +563,17 @@ fn preview(body: &[u8]) -> String {
 }
 
 impl Source for GitLabSource {
+    fn scope(&self) -> super::Scope {
+        // The project, not the API address: the same instance is often
+        // reached by more than one address (inside and outside CI).
+        super::Scope {
+            source: "gitlab".into(),
+            project: self.cfg.project.clone(),
+            branch: self.cfg.branch.clone(),
+            path: self.cfg.path.clone().unwrap_or_default(),
+        }
+    }
+
     fn head(&mut self) -> Result<String, SourceError> {
         let mut url = self.project_url(&format!(
             "commits?ref_name={}&per_page=1",

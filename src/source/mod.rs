@@ -3,6 +3,7 @@
 pub mod git;
 pub mod gitlab;
 pub mod memory;
+pub mod scope;
 
 use std::fmt;
 
@@ -52,6 +53,8 @@ impl std::error::Error for SourceError {}
 ///
 /// Every method that talks to the outside world counts one request, so the
 /// tick can report (and tests can pin) exactly how many it made.
+pub use scope::Scope;
+
 pub trait Source {
     /// The latest commit id that touches the watched path on the branch.
     fn head(&mut self) -> Result<String, SourceError>;
@@ -75,6 +78,13 @@ pub trait Source {
     /// Waits the source asked for (from `Retry-After`), in milliseconds.
     fn waits_ms(&self) -> Vec<u64> {
         Vec::new()
+    }
+    /// What this source watches, for the state's scope. Costs no request.
+    fn scope(&self) -> Scope {
+        Scope {
+            source: "memory".into(),
+            ..Scope::default()
+        }
     }
 }
 

@@ -239,6 +239,9 @@ pub struct LlmState {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Header {
     pub schema: u32,
+    /// What this state is about; `None` in a state written before scopes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<crate::source::Scope>,
     #[serde(default)]
     pub wake: WakeState,
     #[serde(default)]
@@ -278,6 +281,9 @@ pub struct NextReview {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct State {
     pub schema: u32,
+    /// What this state is about: a tick of another scope refuses it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<crate::source::Scope>,
     #[serde(default)]
     pub wake: WakeState,
     #[serde(default)]
@@ -321,6 +327,7 @@ impl State {
     pub fn header(&self) -> Header {
         Header {
             schema: self.schema,
+            scope: self.scope.clone(),
             wake: self.wake.clone(),
             journal: self.journal,
             novelty: self.novelty,

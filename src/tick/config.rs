@@ -49,6 +49,8 @@ pub struct TickConfig {
     pub web_url: Option<String>,
     /// Commit the advisor's proposed content to the sandbox branch.
     pub patches: bool,
+    /// Move a state of another scope to this tick's, re-listing everything.
+    pub rescope: bool,
 }
 
 impl TickConfig {

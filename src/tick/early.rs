@@ -8,14 +8,19 @@ use super::report::{ReportedVerdict, TickReport, reported, short_id};
 use crate::exit;
 use crate::gate::admission;
 use crate::gate::autonomy::{self, Admission, Candidate};
-use crate::gate::wake::{self, Reason, Verdict, WakeInput};
-use crate::source::{Source, SourceError};
+use crate::gate::wake::{self, Detail, Reason, Verdict, WakeInput};
+use crate::source::{Scope, Source, SourceError};
 use crate::state::storage::Storage;
 use crate::state::{Header, State};
 
 /// What the cheap stages learned: enough to decide whether to wake.
 pub(super) struct Look {
     pub header: Header,
+    /// This tick's scope, saved with the state.
+    pub scope: Scope,
+    /// The state belonged to another scope and `--rescope` moves it here:
+    /// the tree is listed whole.
+    pub rescoped: bool,
     /// False on the very first tick: there is no state to load.
     pub known_state: bool,
     /// The head of the watched path; `None` when the lookup failed.
@@ -45,6 +50,29 @@ pub(super) fn lock(cfg: &TickConfig, storage: &mut dyn Storage) -> Result<Option
         .notes
         .push(format!("another tick holds `{}`", path.display()));
     Ok(Some(report))
+}
+
+/// scope: a state belongs to one source, project, branch and path. A tick
+/// of another scope refuses before anything is written, unless `--rescope`
+/// moves the state (`Ok(true)`). A state without a scope adopts this one.
+pub(super) fn scope(cfg: &TickConfig, header: Option<&Header>, current: &Scope) -> Result<bool> {
+    let Some(saved) = header.and_then(|h| h.scope.as_ref()) else {
+        return Ok(false);
+    };
+    if saved == current {
+        return Ok(false);
+    }
+    if cfg.rescope {
+        return Ok(true);
+    }
+    anyhow::bail!(
+        "the state `{}` belongs to {saved}, not to this tick's {current} ({}); nothing was \
+         written. For a second scope, give this tick its own --state; to move this state to \
+         the new scope on purpose, run the tick once with --rescope (it lists everything again \
+         and keeps the decisions of the files that still exist)",
+        cfg.state.display(),
+        saved.differences(current).join(", ")
+    )
 }
 
 /// admit: a poke is admitted at most once per window, before any request.
@@ -85,10 +113,10 @@ pub(super) fn admit(cfg: &TickConfig, storage: &mut dyn Storage) -> Result<Optio
 /// head lookup, and the verdict.
 pub(super) fn look(
     cfg: &TickConfig,
-    storage: &mut dyn Storage,
+    header: Option<Header>,
+    (scope, rescoped): (Scope, bool),
     source: &mut dyn Source,
 ) -> Result<Look> {
-    let header = storage.load_header()?;
     let known_state = header.is_some();
     let header = header.unwrap_or_else(|| State::new().header());
     let admission = autonomy_admission(cfg, &header);
@@ -107,7 +135,17 @@ pub(super) fn look(
         now: cfg.now,
         autonomy: autonomy_input,
     };
-    let verdict = wake::evaluate(&header, &input);
+    let mut verdict = wake::evaluate(&header, &input);
+    if rescoped && !matches!(verdict.reason, Reason::FirstRun | Reason::ShaUnavailable) {
+        verdict = Verdict {
+            wake: true,
+            reason: Reason::RepoChanged,
+            detail: Some(Detail::Change {
+                from: header.wake.last_head.clone().unwrap_or_default(),
+                to: input.head.unwrap_or_default().to_string(),
+            }),
+        };
+    }
     // Before anything is remembered, an unknown head is a setup problem, not
     // a hiccup: waking on it every tick would hide it behind exit codes.
     if let Err(SourceError::Config(e)) = &head {
@@ -120,6 +158,8 @@ pub(super) fn look(
     }
     Ok(Look {
         header,
+        scope,
+        rescoped,
         known_state,
         head: head.ok(),
         verdict,

@@ -71,10 +71,13 @@ pub fn run(cfg: &TickConfig, fx: &mut Effects) -> Result<TickReport> {
     if let Some(busy) = early::lock(cfg, fx.storage)? {
         return Ok(busy);
     }
+    let header = fx.storage.load_header()?;
+    let scope = fx.source.scope();
+    let rescoped = early::scope(cfg, header.as_ref(), &scope)?;
     if let Some(rate_limited) = early::admit(cfg, fx.storage)? {
         return Ok(rate_limited);
     }
-    let look = early::look(cfg, fx.storage, fx.source)?;
+    let look = early::look(cfg, header, (scope, rescoped), fx.source)?;
     if !look.verdict.wake {
         return early::idle(cfg, &look, fx.storage, fx.source);
     }
@@ -133,6 +136,8 @@ struct Work<'a> {
     reason: Reason,
     /// The file a review or a reconsideration is about: evaluated afresh.
     forced: Option<String>,
+    /// The state moved here from another scope: list the tree whole.
+    rescoped: bool,
     source: &'a mut dyn Source,
     advisor: Option<&'a mut dyn Advisor>,
     patcher: Option<&'a mut dyn Patcher>,
@@ -191,6 +196,7 @@ impl<'a> Work<'a> {
             cfg,
             reason: look.verdict.reason,
             forced,
+            rescoped: look.rescoped,
             source: &mut *fx.source,
             advisor,
             patcher,

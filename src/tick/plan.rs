@@ -22,6 +22,15 @@ impl Work<'_> {
         verdict: &Verdict,
         head: Option<&str>,
     ) -> Result<(bool, Vec<String>)> {
+        if self.rescoped && verdict.reason == Reason::RepoChanged {
+            let at = head.unwrap_or(&self.cfg.rev).to_string();
+            self.notes
+                .push("moved to a new scope: the tree was listed whole".into());
+            return Ok(match self.list(state, &at)? {
+                Some(_) => (true, state.files.keys().cloned().collect()),
+                None => (false, Vec::new()),
+            });
+        }
         Ok(match verdict.reason {
             Reason::FirstRun | Reason::ShaUnavailable => {
                 let at = head.unwrap_or(&self.cfg.rev).to_string();

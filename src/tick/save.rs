@@ -74,6 +74,7 @@ pub(super) fn summarise(
     journal: journal::Contents,
 ) {
     let unsaved = journal.unfolded(state.journal);
+    state.scope = Some(look.scope.clone());
     state.next_observation_due = observation::next_due(&state.observations);
     state.provider_held_until = state
         .llm

@@ -44,6 +44,7 @@ fn cfg(dir: &Path, now: DateTime<Utc>) -> TickConfig {
         rev: "HEAD".into(),
         batch: 5,
         max_reads: 0,
+        rescope: false,
         dry_run: false,
         max_files: 200_000,
         max_file_bytes: DEFAULT_MAX_FILE_BYTES,

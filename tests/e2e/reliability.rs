@@ -333,8 +333,12 @@ fn a_tick_killed_at_any_instant_leaves_the_old_or_a_whole_new_state_and_counts_n
     let head_of = |b: &str| sb.repo.git(&["rev-parse", b]);
     let heads = [head_of("a"), head_of("b")];
     let minute = std::cell::Cell::new(0);
+    // One watched branch that the test moves between the heads of `a` and
+    // `b`: a state belongs to one branch, so the branch name stays put.
     let tick = |branch: &str| {
         minute.set(minute.get() + 1);
+        let head = &heads[usize::from(branch == "b")];
+        sb.repo.git(&["update-ref", "refs/heads/watched", head]);
         sb.sentinel([
             "tick",
             "--batch",
@@ -344,7 +348,7 @@ fn a_tick_killed_at_any_instant_leaves_the_old_or_a_whole_new_state_and_counts_n
             "--now",
             &at(minute.get()),
         ])
-        .args(["--branch", branch])
+        .args(["--branch", "watched"])
         .arg("--repo")
         .arg(&sb.repo.root)
         .arg("--state")

@@ -24,7 +24,7 @@ fn tick(sb: &Sandbox, ai: &FakeOpenAi, minutes: i64, extra: &[&str], code: i32) 
 
 #[test]
 fn every_wake_reason_works_end_to_end_with_its_exit_code() {
-    let sb = Sandbox::new();
+    let mut sb = Sandbox::new();
     sb.repo.write(AUTH, "// auth\nmodule.exports = 1;\n");
     sb.repo.write(DOC_A, "# a\n");
     sb.repo.write(DOC_B, "# b\n");
@@ -44,8 +44,10 @@ fn every_wake_reason_works_end_to_end_with_its_exit_code() {
     // 0 none: nothing happened; the state is not written.
     let r = tick(&sb, &ai, 4, &[], 0);
     assert_eq!(r["state_written"], false);
-    // 11 sha_unavailable: the head lookup fails (the branch is gone).
-    let r = tick(&sb, &ai, 6, &["--branch", "no-such-branch"], 11);
+    // 11 sha_unavailable: the head lookup fails for a passing reason.
+    sb.fake_git_log("echo 'fatal: simulated outage' >&2; exit 128");
+    let r = tick(&sb, &ai, 6, &[], 11);
+    sb.real_git();
     assert_eq!(r["verdict"]["reason"], "sha_unavailable");
     // 12 repo_changed: a commit under the watched path.
     sb.repo.write(DOC_A, "# a, edited\n");
