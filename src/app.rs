@@ -58,21 +58,7 @@ fn run_tick(args: TickArgs) -> Result<u8> {
     args.llm.validate()?;
     let advisor_on = args.llm.enabled(env.openai_api_key.is_some())?;
     let choice = args.source.choose(&env)?;
-    // The dashboard: one GitLab issue, or a file for the git source.
-    let mut publisher: Option<Box<dyn Publisher>> = match (
-        &choice,
-        args.dashboard,
-        &args.dashboard_file,
-    ) {
-        (_, _, Some(path)) => Some(Box::new(FilePublisher { path: path.clone() })),
-        (SourceChoice::Gitlab(cfg), true, None) => Some(Box::new(
-            GitLabIssue::new(cfg.clone()).map_err(|e| anyhow!("{e}"))?,
-        )),
-        (SourceChoice::Git { .. }, true, None) => bail!(
-            "--dashboard keeps a GitLab issue and needs the GitLab source; with the git source use --dashboard-file PATH"
-        ),
-        _ => None,
-    };
+    let mut publisher = make_publisher(&choice, &args)?;
     let patches = args.propose == Propose::Patches;
     let mut patcher: Option<Box<dyn Patcher>> = if patches && !args.dry_run {
         Some(make_patcher(&choice, &args.sandbox_branch)?)
@@ -85,46 +71,7 @@ fn run_tick(args: TickArgs) -> Result<u8> {
         SourceChoice::Git { .. } => 0,
     });
     let (mut source, rev) = build_source(choice)?;
-    let model = advisor_on.then_some(args.llm.model.as_str());
-    let now = args.now.unwrap_or_else(Utc::now);
-    let cfg = TickConfig {
-        state: args.state.resolve(&args.source.repo),
-        rev,
-        batch: args.batch,
-        max_reads,
-        dry_run: args.dry_run,
-        max_files: args.max_files,
-        max_file_bytes: args.max_file_bytes,
-        evidence: tick::current_evidence(model),
-        now,
-        advisor: advisor_on.then(|| AdvisorSettings {
-            daily_budget: args.llm.daily_budget,
-            price: args.llm.price(),
-            per_call: args.llm.cost_per_call,
-            max_tokens: args.llm.max_tokens,
-        }),
-        locks: args.source.lock.clone(),
-        autonomy: autonomy::Settings {
-            mode: match args.autonomy.autonomy {
-                AutonomyMode::Off => autonomy::Mode::Off,
-                AutonomyMode::Controlled => autonomy::Mode::Controlled,
-            },
-            daily_tokens: args.autonomy.autonomy_tokens.min(autonomy::HARD_CAP),
-            spacing: chrono::Duration::minutes(i64::from(args.autonomy.autonomy_spacing)),
-        },
-        signals: read_signals(args.autonomy.signals.as_deref(), now)?,
-        watch_limit: args.autonomy.watch_limit,
-        resolved_limit: args.autonomy.resolved_limit,
-        trigger: TriggerArg::resolve(args.trigger, &env),
-        min_interval: chrono::Duration::seconds(args.min_interval.min(86_400 * 365) as i64),
-        codequality: args.codequality.clone(),
-        web_url: args
-            .project_url
-            .clone()
-            .or_else(|| env.ci_project_url.clone()),
-        patches,
-        rescope: args.rescope,
-    };
+    let cfg = tick_config(&args, &env, advisor_on, rev, max_reads)?;
     // A dry run calls no model.
     let mut advisor = match (&env.openai_api_key, advisor_on && !args.dry_run) {
         (Some(key), true) => Some(OpenAiAdvisor::new(OpenAiConfig {
@@ -156,6 +103,70 @@ fn run_tick(args: TickArgs) -> Result<u8> {
         emit(format!("{}\n", serde_json::to_string(&report)?))?;
     }
     Ok(report.exit_code)
+}
+
+/// The dashboard: one GitLab issue, or a file for the git source.
+fn make_publisher(choice: &SourceChoice, args: &TickArgs) -> Result<Option<Box<dyn Publisher>>> {
+    Ok(match (choice, args.dashboard, &args.dashboard_file) {
+        (_, _, Some(path)) => Some(Box::new(FilePublisher { path: path.clone() })),
+        (SourceChoice::Gitlab(cfg), true, None) => Some(Box::new(
+            GitLabIssue::new(cfg.clone()).map_err(|e| anyhow!("{e}"))?,
+        )),
+        (SourceChoice::Git { .. }, true, None) => bail!(
+            "--dashboard keeps a GitLab issue and needs the GitLab source; with the git source use --dashboard-file PATH"
+        ),
+        _ => None,
+    })
+}
+
+/// The validated settings of this tick, from its flags and environment.
+fn tick_config(
+    args: &TickArgs,
+    env: &Environment,
+    advisor_on: bool,
+    rev: String,
+    max_reads: usize,
+) -> Result<TickConfig> {
+    let model = advisor_on.then_some(args.llm.model.as_str());
+    let now = args.now.unwrap_or_else(Utc::now);
+    Ok(TickConfig {
+        state: args.state.resolve(&args.source.repo),
+        rev,
+        batch: args.batch,
+        max_reads,
+        dry_run: args.dry_run,
+        max_files: args.max_files,
+        max_file_bytes: args.max_file_bytes,
+        evidence: tick::current_evidence(model),
+        now,
+        advisor: advisor_on.then(|| AdvisorSettings {
+            daily_budget: args.llm.daily_budget,
+            price: args.llm.price(),
+            per_call: args.llm.cost_per_call,
+            max_tokens: args.llm.max_tokens,
+        }),
+        locks: args.source.lock.clone(),
+        autonomy: autonomy::Settings {
+            mode: match args.autonomy.autonomy {
+                AutonomyMode::Off => autonomy::Mode::Off,
+                AutonomyMode::Controlled => autonomy::Mode::Controlled,
+            },
+            daily_tokens: args.autonomy.autonomy_tokens.min(autonomy::HARD_CAP),
+            spacing: chrono::Duration::minutes(i64::from(args.autonomy.autonomy_spacing)),
+        },
+        signals: read_signals(args.autonomy.signals.as_deref(), now)?,
+        watch_limit: args.autonomy.watch_limit,
+        resolved_limit: args.autonomy.resolved_limit,
+        trigger: TriggerArg::resolve(args.trigger, env),
+        min_interval: chrono::Duration::seconds(args.min_interval.min(86_400 * 365) as i64),
+        codequality: args.codequality.clone(),
+        web_url: args
+            .project_url
+            .clone()
+            .or_else(|| env.ci_project_url.clone()),
+        patches: args.propose == Propose::Patches,
+        rescope: args.rescope,
+    })
 }
 
 /// Where patches go. The sandbox branch is never the watched one: a commit
