@@ -10,6 +10,7 @@ use crate::cli::{
     SourceChoice, StatsArgs, StatsFormat, TickArgs, TriggerArg,
 };
 use crate::gate::autonomy;
+use crate::llm::agent::{AgentAdvisor, AgentConfig};
 use crate::llm::client::{Advisor, ApiKey, OpenAiAdvisor, OpenAiConfig};
 use crate::report::{self, explain, stats};
 use crate::source::Source;
@@ -72,25 +73,16 @@ fn run_tick(args: TickArgs) -> Result<u8> {
     });
     let (mut source, rev) = build_source(choice)?;
     let cfg = tick_config(&args, &env, advisor_on, rev, max_reads)?;
-    // A dry run calls no model.
-    let mut advisor = match (&env.openai_api_key, advisor_on && !args.dry_run) {
-        (Some(key), true) => Some(OpenAiAdvisor::new(OpenAiConfig {
-            base_url: args.llm.llm_url.clone(),
-            key: ApiKey::new(key.clone()),
-            model: args.llm.model.clone(),
-            timeout: Duration::from_secs(args.llm.llm_timeout),
-            max_tokens: args.llm.max_tokens,
-            fake_sleep: args.source.fake_sleep,
-            patches,
-        })),
-        _ => None,
-    };
+    // A dry run calls no model and runs no agent.
+    let mut advisor = (advisor_on && !args.dry_run)
+        .then(|| make_advisor(&args, &env))
+        .flatten();
     let mut storage = FileStorage::new(&cfg.state);
     let mut report = tick::run(
         &cfg,
         &mut tick::Effects {
             source: source.as_mut(),
-            advisor: advisor.as_mut().map(|a| a as &mut dyn Advisor),
+            advisor: advisor.as_mut().map(|a| a.as_mut() as &mut dyn Advisor),
             storage: &mut storage,
             publisher: publisher.as_mut().map(|p| p.as_mut() as &mut dyn Publisher),
             patcher: patcher.as_mut().map(|p| p.as_mut() as &mut dyn Patcher),
@@ -103,6 +95,29 @@ fn run_tick(args: TickArgs) -> Result<u8> {
         emit(format!("{}\n", serde_json::to_string(&report)?))?;
     }
     Ok(report.exit_code)
+}
+
+/// The advisor: the agent command when one is given, else the model.
+fn make_advisor(args: &TickArgs, env: &Environment) -> Option<Box<dyn Advisor>> {
+    if let Some(command) = &args.llm.agent {
+        return Some(Box::new(AgentAdvisor::new(AgentConfig {
+            command: command.clone(),
+            timeout: Duration::from_secs_f64(args.llm.agent_timeout),
+            cwd: args.source.repo.clone(),
+            pass_env: args.llm.agent_env.clone(),
+            fake_sleep: args.source.fake_sleep,
+        })));
+    }
+    let key = env.openai_api_key.as_ref()?;
+    Some(Box::new(OpenAiAdvisor::new(OpenAiConfig {
+        base_url: args.llm.llm_url.clone(),
+        key: ApiKey::new(key.clone()),
+        model: args.llm.model.clone(),
+        timeout: Duration::from_secs(args.llm.llm_timeout),
+        max_tokens: args.llm.max_tokens,
+        fake_sleep: args.source.fake_sleep,
+        patches: args.propose == Propose::Patches,
+    })))
 }
 
 /// The dashboard: one GitLab issue, or a file for the git source.
@@ -127,7 +142,10 @@ fn tick_config(
     rev: String,
     max_reads: usize,
 ) -> Result<TickConfig> {
-    let model = advisor_on.then_some(args.llm.model.as_str());
+    let model = match &args.llm.agent {
+        Some(_) => advisor_on.then_some("agent"),
+        None => advisor_on.then_some(args.llm.model.as_str()),
+    };
     let now = args.now.unwrap_or_else(Utc::now);
     Ok(TickConfig {
         state: args.state.resolve(&args.source.repo),
@@ -141,7 +159,8 @@ fn tick_config(
         now,
         advisor: advisor_on.then(|| AdvisorSettings {
             daily_budget: args.llm.daily_budget,
-            price: args.llm.price(),
+            // An agent's cost is what it reports, else the per-call estimate.
+            price: args.llm.agent.is_none().then(|| args.llm.price()).flatten(),
             per_call: args.llm.cost_per_call,
             max_tokens: args.llm.max_tokens,
         }),

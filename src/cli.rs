@@ -791,6 +791,49 @@ pub struct LlmArgs {
         default_value_t = 0.05
     )]
     pub cost_per_call: f64,
+    /// Ask this agent command instead of a model.
+    ///
+    /// Run with `sh -c` once per file that needs judgement, behind the same
+    /// gates as the model: one JSON object on stdin, one on stdout (see
+    /// docs/agents.md). Its cost is its answer's `cost_usd`, else
+    /// --cost-per-call (estimated).
+    #[arg(long, env = "SENTINEL_AGENT", help_heading = ADVISOR, value_name = "CMD")]
+    pub agent: Option<String>,
+    /// Seconds one agent run may take; then its process group is killed.
+    #[arg(
+        long,
+        env = "SENTINEL_AGENT_TIMEOUT",
+        help_heading = ADVISOR,
+        value_name = "SECS",
+        default_value_t = 600.0,
+        value_parser = parse_seconds
+    )]
+    pub agent_timeout: f64,
+    /// Pass one of sentinel's own secrets on to the agent, by name.
+    ///
+    /// OPENAI_API_KEY, OPENAI_ADMIN_KEY, SENTINEL_GITLAB_TOKEN and GITLAB_TOKEN
+    /// are removed from the agent's environment unless named here.
+    /// Repeatable; in the environment, separate names with `,`.
+    #[arg(
+        long,
+        env = "SENTINEL_AGENT_ENV",
+        help_heading = ADVISOR,
+        value_name = "NAME",
+        value_delimiter = ','
+    )]
+    pub agent_env: Vec<String>,
+}
+
+/// Seconds, fractions allowed, from a millisecond to a day.
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    let secs: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    if !(0.001..=86_400.0).contains(&secs) {
+        return Err(format!("`{s}` is not between 0.001 and 86400 seconds"));
+    }
+    Ok(secs)
 }
 
 fn parse_price(s: &str) -> Result<(String, crate::llm::prices::Price), String> {
@@ -802,6 +845,8 @@ impl LlmArgs {
     pub fn enabled(&self, key_present: bool) -> Result<bool> {
         match self.llm {
             Some(LlmKind::Off) => Ok(false),
+            // An agent needs no key of sentinel's.
+            _ if self.agent.is_some() => Ok(true),
             Some(LlmKind::Openai) if !key_present => bail!(
                 "--llm openai needs a key: set OPENAI_API_KEY (or use --llm off to hand files over as needs_review)"
             ),

@@ -8,6 +8,8 @@ mod util;
 
 #[path = "e2e/advisor.rs"]
 mod advisor;
+#[path = "e2e/agents.rs"]
+mod agents;
 #[path = "e2e/costs.rs"]
 mod costs;
 #[path = "e2e/dashboard.rs"]

@@ -67,7 +67,19 @@ pub struct AdviceRequest<'a> {
     pub path: &'a str,
     pub role: &'a str,
     pub risk: &'a str,
+    /// The bytes as text (lossy for a file that is not UTF-8).
     pub content: &'a str,
+    /// The bytes as text only when they are UTF-8 (an agent gets no lossy copy).
+    pub text: Option<&'a str>,
+    pub fingerprint: &'a str,
+    pub wake_reason: &'a str,
+    pub head: Option<&'a str>,
+    /// The last decision about this file and its findings, as JSON.
+    pub previous: Option<serde_json::Value>,
+    /// The autonomy trigger of a reconsideration.
+    pub trigger: Option<&'a str>,
+    /// What today's budget has left, when there is one.
+    pub budget_left_usd: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -125,6 +137,9 @@ pub struct Call {
     pub attempts: u32,
     /// Usage of the answered (or unparsable but billed) attempts.
     pub usage: Option<Usage>,
+    /// What the call cost as measured by whoever answered (an agent's
+    /// `cost_usd`); `None` when only the price table can tell.
+    pub cost_usd: Option<f64>,
 }
 
 /// Parse the model's answer strictly: anything else is `bad_response`.
@@ -151,6 +166,7 @@ fn parse_completion(body: &[u8]) -> Result<(String, Option<Usage>), String> {
 
 /// Something that can judge a file: the OpenAI-compatible client, or a fake.
 pub trait Advisor {
+    /// The model (or `agent`) that answers, for costs and the decision's record.
     fn model(&self) -> &str;
     /// Ask about one file; the error protocol's retries happen inside.
     fn ask(&mut self, req: &AdviceRequest, now: DateTime<Utc>) -> Call;
@@ -158,6 +174,11 @@ pub trait Advisor {
     fn calls(&self) -> u64;
     /// Waits slept (or recorded) between attempts, in milliseconds.
     fn waits_ms(&self) -> Vec<u64>;
+    /// Why this advisor cannot work at all (an agent command that does not
+    /// exist): the tick stops with it instead of holding every file.
+    fn fatal(&self) -> Option<String> {
+        None
+    }
 }
 
 impl Advisor for OpenAiAdvisor {
@@ -325,6 +346,7 @@ pub fn with_protocol(
                     outcome: Outcome::Answered(answer),
                     attempts: failures + 1,
                     usage: add_usage(usage, u),
+                    cost_usd: None,
                 };
             }
             Err((failure, u)) => {
@@ -359,6 +381,7 @@ pub fn with_protocol(
                             },
                             attempts: failures,
                             usage,
+                            cost_usd: None,
                         };
                     }
                 }
@@ -384,6 +407,7 @@ fn failure_reason(f: &Failure) -> String {
     match f {
         Failure::Timeout => "the request timed out".into(),
         Failure::Network(m) | Failure::BadResponse(m) => m.clone(),
+        Failure::Agent { exit, body } => agent_reason(*exit, body),
         Failure::Http { status, body, .. } => {
             #[derive(Deserialize)]
             struct Envelope {
@@ -418,6 +442,26 @@ fn failure_reason(f: &Failure) -> String {
                 Err(_) => format!("HTTP {status}"),
             }
         }
+    }
+}
+
+/// An agent's failure in words: its exit code and the error body's code
+/// or type, never its whole output (which may echo anything).
+fn agent_reason(exit: Option<i32>, body: &str) -> String {
+    let Some(code) = exit else {
+        return body.chars().take(300).collect();
+    };
+    let quoted = failure_reason(&Failure::Http {
+        status: 0,
+        body: body.to_string(),
+        retry_after_ms: None,
+        retry_after: None,
+    });
+    let detail = quoted.trim_start_matches("HTTP 0").trim();
+    if detail.is_empty() {
+        format!("the agent exited with {code}")
+    } else {
+        format!("the agent exited with {code}: {detail}")
     }
 }
 

@@ -1,6 +1,7 @@
 //! The LLM advisor's pure parts: how provider errors are classified and retried, and what calls cost.
 
 pub mod admin;
+pub mod agent;
 pub mod client;
 pub mod prices;
 pub mod protocol;

@@ -134,6 +134,12 @@ pub enum Failure {
     },
     /// 2xx whose body is not the expected JSON answer
     BadResponse(String),
+    /// An agent command that failed: its exit code (`None`: it could not
+    /// be started) and what it printed on stdout.
+    Agent {
+        exit: Option<i32>,
+        body: String,
+    },
 }
 
 /// Billing codes that mean "out of money", not "too fast": retrying them loops until midnight.
@@ -178,6 +184,7 @@ pub fn classify(f: &Failure) -> Class {
         Failure::Timeout => return Class::Timeout,
         Failure::Network(_) => return Class::Network,
         Failure::BadResponse(_) => return Class::BadResponse,
+        Failure::Agent { exit, body } => return agent_class(*exit, body),
         Failure::Http { status, body, .. } => (*status, body),
     };
     let err = error_body(body);
@@ -205,6 +212,55 @@ pub fn classify(f: &Failure) -> Class {
         401 | 403 => Class::Auth,
         400 | 404 | 413 | 422 => Class::Request,
         500..=599 => Class::Server,
+        _ => Class::Unknown,
+    }
+}
+
+/// Exit codes of `sysexits.h` that say how to retry an agent.
+const EX_TEMPFAIL: i32 = 75;
+const EX_NOPERM: i32 = 77;
+
+/// Class of a failed agent run. An error body is read like a provider's,
+/// by its type and code; without one, EX_TEMPFAIL (75) is a server that may
+/// recover and EX_NOPERM (77) a credential problem; anything else is unknown.
+fn agent_class(exit: Option<i32>, body: &str) -> Class {
+    let err = error_body(body);
+    let (kind, code) = (err.kind.as_deref(), err.code.as_deref());
+    let any = |words: &[&str]| {
+        kind.is_some_and(|k| words.contains(&k)) || code.is_some_and(|c| words.contains(&c))
+    };
+    if kind == Some("insufficient_quota") || code.is_some_and(|c| QUOTA_CODES.contains(&c)) {
+        return Class::Quota;
+    }
+    if code == Some("context_length_exceeded") || any(&["invalid_request_error", "request"]) {
+        return Class::Request;
+    }
+    if any(&[
+        "rate_limit_error",
+        "rate_limit_exceeded",
+        "rate_limit",
+        "tokens",
+        "requests",
+    ]) {
+        return Class::RateLimit;
+    }
+    if any(&[
+        "authentication_error",
+        "permission_error",
+        "invalid_api_key",
+        "auth",
+    ]) {
+        return Class::Auth;
+    }
+    if any(&["server_error", "api_error", "overloaded_error", "server"]) {
+        return Class::Server;
+    }
+    if any(&["timeout"]) {
+        return Class::Timeout;
+    }
+    match exit {
+        Some(EX_TEMPFAIL) => Class::Server,
+        Some(EX_NOPERM) => Class::Auth,
         _ => Class::Unknown,
     }
 }
@@ -347,6 +403,31 @@ pub fn next_utc_midnight(now: DateTime<Utc>) -> DateTime<Utc> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn agent(exit: Option<i32>, body: &str) -> Class {
+        classify(&Failure::Agent {
+            exit,
+            body: body.to_string(),
+        })
+    }
+
+    #[test]
+    fn an_agents_error_body_is_read_like_a_providers() {
+        assert_eq!(agent(Some(1), QUOTA), Class::Quota);
+        assert_eq!(agent(Some(1), RATE_LIMIT_TOKENS), Class::RateLimit);
+        let auth = r#"{"error":{"type":"authentication_error","message":"invalid x-api-key"}}"#;
+        assert_eq!(agent(Some(1), auth), Class::Auth);
+        let overloaded = r#"{"error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+        assert_eq!(agent(Some(2), overloaded), Class::Server);
+    }
+
+    #[test]
+    fn an_agents_exit_code_decides_without_a_body() {
+        assert_eq!(agent(Some(75), ""), Class::Server);
+        assert_eq!(agent(Some(77), "not json"), Class::Auth);
+        assert_eq!(agent(Some(1), ""), Class::Unknown);
+        assert_eq!(agent(None, "cannot start"), Class::Unknown);
+    }
 
     // Exact copies of the bodies documented in reference/api-shapes.md.
     const RATE_LIMIT_TOKENS: &str = r#"{"error":{"message":"Rate limit reached for o4-mini in organization org-**** on tokens per min (TPM): Limit 200000, Used 162960, Requested 42288. Please try again in 1.574s. Visit https://platform.openai.com/account/rate-limits to learn more.","type":"tokens","param":null,"code":"rate_limit_exceeded"}}"#;

@@ -48,15 +48,31 @@ impl Work<'_> {
         };
         let content = String::from_utf8_lossy(&bytes);
         let model = advisor.model().to_string();
+        let previous = state.files[&s.path].decision.as_ref().map(|d| {
+            let findings = state.llm.proposals.get(&s.path).map(|p| &p.findings);
+            serde_json::json!({"outcome": d.outcome, "reason": d.reason, "findings": findings})
+        });
+        let left = settings.daily_budget - budget::spent_today(&state.llm.budget);
         let call = advisor.ask(
             &AdviceRequest {
                 path: &s.path,
                 role: s.role.as_str(),
                 risk: s.risk.as_str(),
                 content: &content,
+                text: std::str::from_utf8(&bytes).ok(),
+                fingerprint: &s.fingerprint,
+                wake_reason: self.reason.as_str(),
+                head: self.head.as_deref(),
+                previous,
+                trigger: self.trigger.as_deref(),
+                budget_left_usd: Some(left.max(0.0)),
             },
             self.cfg.now,
         );
+        // A command that cannot run at all is a setup error, not a file's fate.
+        if let Some(e) = advisor.fatal() {
+            anyhow::bail!("{e} (nothing was saved)");
+        }
         settle(state, &settings, &call, reserve, &model, self.cfg.now);
         let attempts = call.attempts;
         Ok(match call.outcome {
@@ -267,6 +283,17 @@ fn settle(
     now: chrono::DateTime<chrono::Utc>,
 ) {
     let answered = matches!(call.outcome, CallOutcome::Answered(_));
+    if let Some(cost) = call.cost_usd {
+        // Measured by whoever answered: better than any price table.
+        budget::settle(&mut state.llm.budget, cost, false, now);
+        crate::gate::costs::record(
+            &mut state.llm.days,
+            &state.llm.budget,
+            model,
+            u64::from(call.attempts),
+        );
+        return;
+    }
     match (&call.usage, &settings.price) {
         (Some(usage), Some(price)) => {
             budget::settle(

@@ -138,6 +138,9 @@ struct Work<'a> {
     forced: Option<String>,
     /// The state moved here from another scope: list the tree whole.
     rescoped: bool,
+    /// The head this tick looked at, and the autonomy trigger it answers.
+    head: Option<String>,
+    trigger: Option<String>,
     source: &'a mut dyn Source,
     advisor: Option<&'a mut dyn Advisor>,
     patcher: Option<&'a mut dyn Patcher>,
@@ -186,17 +189,20 @@ impl<'a> Work<'a> {
             Some(a) if cfg.advisor.is_some() => Some(a as &mut dyn Advisor),
             _ => None,
         };
-        let forced = match (&look.verdict.reason, &look.verdict.detail) {
-            (Reason::OpportunityDue | Reason::AutonomyDue, Some(Detail::File { path, .. })) => {
-                Some(path.clone())
-            }
-            _ => None,
+        let (forced, trigger) = match (&look.verdict.reason, &look.verdict.detail) {
+            (
+                Reason::OpportunityDue | Reason::AutonomyDue,
+                Some(Detail::File { path, trigger }),
+            ) => (Some(path.clone()), trigger.clone()),
+            _ => (None, None),
         };
         Work {
             cfg,
             reason: look.verdict.reason,
             forced,
             rescoped: look.rescoped,
+            head: look.head.clone(),
+            trigger,
             source: &mut *fx.source,
             advisor,
             patcher,

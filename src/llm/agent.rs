@@ -1,0 +1,319 @@
+//! Any agent as the advisor: `sh -c CMD` once per file that needs judgement,
+//! behind the same gates and the same error protocol as the model.
+//!
+//! The agent reads one JSON object on stdin and answers with one on stdout.
+//! It runs in its own process group, so a timeout kills everything it
+//! started, and without sentinel's own secrets in its environment.
+
+use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::client::{AdviceRequest, Advisor, Answer, Attempt, Call, Finding, with_protocol};
+use super::prices::Usage;
+use super::protocol::Failure;
+
+/// Answers (and error bodies) longer than this are not an answer.
+const MAX_OUTPUT_BYTES: u64 = 4 << 20;
+
+/// sentinel's own secrets: an agent gets them only when named with
+/// `--agent-env`.
+pub const SECRETS: [&str; 4] = [
+    "OPENAI_API_KEY",
+    "OPENAI_ADMIN_KEY",
+    "SENTINEL_GITLAB_TOKEN",
+    "GITLAB_TOKEN",
+];
+
+/// The shell's own codes for a command it could not find or run.
+const NOT_FOUND: i32 = 127;
+const NOT_EXECUTABLE: i32 = 126;
+
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// The command line, run with `sh -c`.
+    pub command: String,
+    pub timeout: Duration,
+    /// The agent's working directory (`SENTINEL_WORKTREE`).
+    pub cwd: PathBuf,
+    /// Secrets passed on by name.
+    pub pass_env: Vec<String>,
+    /// Record waits instead of sleeping (tests).
+    pub fake_sleep: bool,
+}
+
+/// The one JSON object on the agent's stdin.
+#[derive(Debug, Serialize)]
+struct Input<'a> {
+    path: &'a str,
+    /// Absent for a file that is not UTF-8.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    content: Option<&'a str>,
+    fingerprint: &'a str,
+    wake_reason: &'a str,
+    head: Option<&'a str>,
+    previous: Option<serde_json::Value>,
+    trigger: Option<&'a str>,
+    budget_left_usd: Option<f64>,
+}
+
+/// The agent's answer: the model's shape, plus what it cost.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Reply {
+    action: super::client::Action,
+    reason: String,
+    #[serde(default)]
+    findings: Vec<Finding>,
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    cost_usd: Option<f64>,
+    #[serde(default)]
+    usage: Option<ReplyUsage>,
+}
+
+/// Token counts in the spellings agent CLIs print (OpenAI's or Codex's).
+#[derive(Debug, Deserialize, Default)]
+struct ReplyUsage {
+    #[serde(default, alias = "input_tokens")]
+    prompt_tokens: u64,
+    #[serde(default, alias = "cached_input_tokens")]
+    cached_tokens: u64,
+    #[serde(default, alias = "output_tokens")]
+    completion_tokens: u64,
+}
+
+pub struct AgentAdvisor {
+    cfg: AgentConfig,
+    calls: u64,
+    waits: Vec<u64>,
+    /// Measured cost of the attempts of the current call.
+    cost: Option<f64>,
+    /// A command that cannot run at all: the tick stops with this.
+    fatal: Option<String>,
+}
+
+impl AgentAdvisor {
+    pub fn new(cfg: AgentConfig) -> AgentAdvisor {
+        AgentAdvisor {
+            cfg,
+            calls: 0,
+            waits: Vec::new(),
+            cost: None,
+            fatal: None,
+        }
+    }
+
+    /// One run of the command.
+    fn attempt(&mut self, req: &AdviceRequest, input: &[u8]) -> Attempt {
+        self.calls += 1;
+        let ran = run(&self.cfg, req, input);
+        let (status, stdout, stderr) = match ran {
+            Ok(Some(done)) => done,
+            Ok(None) => return Err((Failure::Timeout, None)),
+            Err(e) => {
+                self.fatal = Some(e.clone());
+                return Err((
+                    Failure::Agent {
+                        exit: None,
+                        body: e,
+                    },
+                    None,
+                ));
+            }
+        };
+        let code = status.code();
+        if matches!(code, Some(NOT_FOUND | NOT_EXECUTABLE)) {
+            let why = first_line(&stderr);
+            self.fatal = Some(format!(
+                "the agent command `{}` could not be run ({why}); check --agent / SENTINEL_AGENT",
+                self.cfg.command
+            ));
+        }
+        if code != Some(0) {
+            let body = String::from_utf8_lossy(&stdout).into_owned();
+            return Err((Failure::Agent { exit: code, body }, None));
+        }
+        let reply: Reply = match serde_json::from_slice(&stdout) {
+            Ok(r) => r,
+            Err(e) => {
+                let why = format!("the agent's answer is not the expected JSON object ({e})");
+                return Err((Failure::BadResponse(why), None));
+            }
+        };
+        if reply.reason.trim().is_empty() {
+            let why = "the agent's answer has an empty reason".to_string();
+            return Err((Failure::BadResponse(why), None));
+        }
+        if let Some(c) = reply.cost_usd.filter(|c| c.is_finite() && *c >= 0.0) {
+            *self.cost.get_or_insert(0.0) += c;
+        }
+        let usage = reply.usage.map(|u| Usage {
+            prompt_tokens: u.prompt_tokens,
+            cached_tokens: u.cached_tokens.min(u.prompt_tokens),
+            completion_tokens: u.completion_tokens,
+        });
+        let answer = Answer {
+            action: reply.action,
+            reason: reply.reason,
+            findings: reply.findings,
+            content: reply.content,
+        };
+        Ok((answer, usage))
+    }
+}
+
+impl Advisor for AgentAdvisor {
+    fn model(&self) -> &str {
+        "agent"
+    }
+
+    fn ask(&mut self, req: &AdviceRequest, now: DateTime<Utc>) -> Call {
+        let input = serde_json::to_vec(&Input {
+            path: req.path,
+            content: req.text,
+            fingerprint: req.fingerprint,
+            wake_reason: req.wake_reason,
+            head: req.head,
+            previous: req.previous.clone(),
+            trigger: req.trigger,
+            budget_left_usd: req.budget_left_usd,
+        })
+        .unwrap_or_default();
+        self.cost = None;
+        let mut waits = std::mem::take(&mut self.waits);
+        let fake_sleep = self.cfg.fake_sleep;
+        let mut call = with_protocol(now, &mut waits, fake_sleep, || {
+            if self.fatal.is_some() {
+                // Retrying a command that cannot start helps nobody.
+                let body = self.fatal.clone().unwrap_or_default();
+                return Err((Failure::Agent { exit: None, body }, None));
+            }
+            self.attempt(req, &input)
+        });
+        self.waits = waits;
+        call.cost_usd = self.cost;
+        call
+    }
+
+    fn calls(&self) -> u64 {
+        self.calls
+    }
+
+    fn waits_ms(&self) -> Vec<u64> {
+        self.waits.clone()
+    }
+
+    fn fatal(&self) -> Option<String> {
+        self.fatal.clone()
+    }
+}
+
+/// Run the command once: `Ok(None)` when it ran past the timeout (its
+/// whole process group is killed), `Err` when it could not be started.
+#[allow(clippy::type_complexity)]
+fn run(
+    cfg: &AgentConfig,
+    req: &AdviceRequest,
+    input: &[u8],
+) -> Result<Option<(ExitStatus, Vec<u8>, Vec<u8>)>, String> {
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(&cfg.command)
+        .current_dir(&cfg.cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .env("SENTINEL_FILE", req.path)
+        .env("SENTINEL_HEAD", req.head.unwrap_or_default())
+        .env("SENTINEL_WAKE_REASON", req.wake_reason)
+        .env("SENTINEL_WORKTREE", &cfg.cwd);
+    for secret in SECRETS {
+        if !cfg.pass_env.iter().any(|p| p == secret) {
+            cmd.env_remove(secret);
+        }
+    }
+    let mut child = cmd.spawn().map_err(|e| {
+        format!(
+            "cannot start the agent command with `sh` in `{}`: {e}",
+            cfg.cwd.display()
+        )
+    })?;
+    let stdin = child.stdin.take();
+    let input = input.to_vec();
+    // Written from a thread: an agent that answers before reading all of
+    // its input must not deadlock the tick.
+    let writer = std::thread::spawn(move || {
+        if let Some(mut stdin) = stdin {
+            let _ = stdin.write_all(&input);
+        }
+    });
+    let stdout = drain(child.stdout.take());
+    let stderr = drain(child.stderr.take());
+    let status = wait_for(&mut child, cfg.timeout);
+    let _ = writer.join();
+    let (out, err) = (
+        stdout.join().unwrap_or_default(),
+        stderr.join().unwrap_or_default(),
+    );
+    Ok(status.map(|s| (s, out, err)))
+}
+
+/// Read a pipe to its end (at most `MAX_OUTPUT_BYTES`) on a thread.
+fn drain<R: Read + Send + 'static>(pipe: Option<R>) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        if let Some(pipe) = pipe {
+            let _ = pipe.take(MAX_OUTPUT_BYTES).read_to_end(&mut buf);
+        }
+        buf
+    })
+}
+
+/// Wait at most `timeout`; past it, kill the agent's whole process group.
+fn wait_for(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
+    let pid = child.id();
+    let (tx, rx) = mpsc::channel::<()>();
+    let fired = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&fired);
+    // The watchdog owns nothing but the pid; the child is reaped here.
+    let watchdog = std::thread::spawn(move || {
+        if rx.recv_timeout(timeout).is_err() {
+            flag.store(true, Ordering::SeqCst);
+            kill_group(pid);
+        }
+    });
+    let status = child.wait().ok();
+    let _ = tx.send(());
+    let _ = watchdog.join();
+    let timed_out = fired.load(Ordering::SeqCst);
+    // What the agent left running would hold its output pipes open and
+    // hang the tick: its run is over, so its group goes too.
+    kill_group(pid);
+    if timed_out { None } else { status }
+}
+
+/// `kill -KILL -- -PGID`: the agent leads its own group, so this ends
+/// every process it started too.
+fn kill_group(pid: u32) {
+    let _ = Command::new("kill")
+        .args(["-KILL", "--", &format!("-{pid}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}
+
+fn first_line(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let line = text.lines().next().unwrap_or("no message").trim();
+    line.chars().filter(|c| !c.is_control()).take(200).collect()
+}

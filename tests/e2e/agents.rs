@@ -1,0 +1,264 @@
+//! Any agent behind sentinel's gates: a real shell script as `--agent`,
+//! a real git repository, and the protocol of DESIGN 5b checked from both
+//! ends (what the agent received, what sentinel made of its answer).
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+
+use serde_json::{Value, json};
+
+use crate::expect_code;
+use crate::util::{Sandbox, WATCHED, at};
+
+const FILES: [&str; 3] = ["a.js", "b.js", "c.js"];
+
+/// An executable script in the sandbox; returns its path.
+fn script(sb: &Sandbox, name: &str, body: &str) -> PathBuf {
+    let path = sb.root().join(name);
+    fs::write(&path, format!("#!/bin/sh\n{body}")).unwrap();
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+/// An agent that logs each run, keeps its last stdin and environment, and
+/// answers with `answer` (shell-quoted JSON) and exit code `code`.
+fn agent(sb: &Sandbox, answer: &str, code: i32) -> String {
+    let log = sb.root().join("runs.log");
+    let input = sb.root().join("last-input.json");
+    let env = sb.root().join("last-env.txt");
+    let path = script(
+        sb,
+        "agent.sh",
+        &format!(
+            "echo \"$SENTINEL_FILE\" >> '{}'\ncat > '{}'\nenv > '{}'\nprintf '%s' '{answer}'\nexit {code}\n",
+            log.display(),
+            input.display(),
+            env.display()
+        ),
+    );
+    path.display().to_string()
+}
+
+fn runs(sb: &Sandbox) -> Vec<String> {
+    fs::read_to_string(sb.root().join("runs.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[track_caller]
+fn tick(sb: &Sandbox, minute: i64, cmd: &str, extra: &[&str], code: i32) -> Value {
+    let out = sb
+        .tick_cmd(&at(minute))
+        .args(["--agent", cmd])
+        .args(extra)
+        .env("OPENAI_API_KEY", "sk-must-not-reach-the-agent")
+        .output();
+    expect_code(&out, code);
+    out.json()
+}
+
+const SKIP: &str = r#"{"action":"SKIP","reason":"fine as it is","findings":[],"cost_usd":0.25}"#;
+
+#[test]
+fn an_agent_is_asked_once_per_new_question_behind_every_gate() {
+    let sb = Sandbox::with_files(&FILES);
+    let cmd = agent(&sb, SKIP, 0);
+    let r = tick(&sb, 0, &cmd, &[], 10);
+    assert_eq!(runs(&sb).len(), 3);
+    assert_eq!(r["counts"], json!({"llm_skip": 3}));
+    assert_eq!(r["advisor"], "on");
+    // Unchanged: a no-op, and no run.
+    tick(&sb, 2, &cmd, &[], 0);
+    assert_eq!(runs(&sb).len(), 3);
+    // One human change: one run, for that file.
+    sb.repo.write(&format!("{WATCHED}/b.js"), "// b, edited\n");
+    sb.repo.commit("edit b");
+    let r = tick(&sb, 4, &cmd, &[], 12);
+    assert_eq!(runs(&sb)[3..], [format!("{WATCHED}/b.js")]);
+    assert_eq!(r["counts"]["llm_skip"], 1);
+    // The batch bounds agent runs like model calls.
+    let sb = Sandbox::with_files(&FILES);
+    let cmd = agent(&sb, SKIP, 0);
+    let r = tick(&sb, 0, &cmd, &["--batch", "2"], 10);
+    assert_eq!((runs(&sb).len(), r["pending"].clone()), (2, json!(1)));
+}
+
+#[test]
+fn the_agent_gets_the_documented_stdin_and_environment_without_secrets() {
+    let sb = Sandbox::with_files(&["a.js"]);
+    let cmd = agent(&sb, SKIP, 0);
+    let r = tick(&sb, 0, &cmd, &[], 10);
+    let input: Value =
+        serde_json::from_str(&fs::read_to_string(sb.root().join("last-input.json")).unwrap())
+            .unwrap();
+    let mut keys: Vec<&str> = input
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            "budget_left_usd",
+            "content",
+            "fingerprint",
+            "head",
+            "path",
+            "previous",
+            "trigger",
+            "wake_reason"
+        ]
+    );
+    assert_eq!(input["path"], format!("{WATCHED}/a.js"));
+    assert_eq!(
+        input["content"],
+        fs::read_to_string(sb.repo.root.join(WATCHED).join("a.js")).unwrap()
+    );
+    assert_eq!(input["wake_reason"], "first_run");
+    assert_eq!(input["head"], sb.repo.head().as_str());
+    assert_eq!(input["previous"], Value::Null);
+    assert_eq!(input["fingerprint"], r["files"][0]["fingerprint"]);
+    assert_eq!(input["budget_left_usd"], 2.0);
+    let env = fs::read_to_string(sb.root().join("last-env.txt")).unwrap();
+    assert!(
+        env.contains(&format!("SENTINEL_FILE={WATCHED}/a.js\n")),
+        "{env}"
+    );
+    assert!(env.contains("SENTINEL_WAKE_REASON=first_run\n"), "{env}");
+    assert!(
+        env.contains(&format!("SENTINEL_HEAD={}\n", sb.repo.head())),
+        "{env}"
+    );
+    assert!(env.contains("SENTINEL_WORKTREE="), "{env}");
+    assert!(!env.contains("sk-must-not-reach-the-agent"), "{env}");
+
+    // Named on purpose, a secret is passed on.
+    let sb = Sandbox::with_files(&["a.js"]);
+    let cmd = agent(&sb, SKIP, 0);
+    tick(&sb, 0, &cmd, &["--agent-env", "OPENAI_API_KEY"], 10);
+    let env = fs::read_to_string(sb.root().join("last-env.txt")).unwrap();
+    assert!(env.contains("OPENAI_API_KEY=sk-must-not-reach-the-agent\n"));
+}
+
+#[test]
+fn the_agents_cost_is_measured_cost() {
+    let sb = Sandbox::with_files(&FILES);
+    let cmd = agent(&sb, SKIP, 0);
+    tick(&sb, 0, &cmd, &[], 10);
+    let llm = &sb.stats()["llm"];
+    assert_eq!(llm["lifetime_cost_estimated"], 0.0, "{llm}");
+    let measured = llm["lifetime_cost_measured"].as_f64().unwrap();
+    assert!((measured - 0.75).abs() < 1e-9, "{llm}");
+}
+
+#[test]
+fn an_agent_exiting_75_is_a_server_error_tried_three_times() {
+    let sb = Sandbox::with_files(&["a.js"]);
+    let cmd = agent(&sb, "", 75);
+    let r = tick(&sb, 0, &cmd, &["--fake-sleep"], 10);
+    assert_eq!(runs(&sb).len(), 3);
+    assert_eq!(r["llm_calls"], 3);
+    let f = &r["files"][0];
+    assert_eq!(f["outcome"], "failed");
+    assert!(
+        f["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("server after 3 attempts: the agent exited with 75"),
+        "{f}"
+    );
+}
+
+#[test]
+fn an_agent_out_of_quota_is_asked_once_and_held_until_midnight_utc() {
+    let sb = Sandbox::with_files(&["a.js", "b.js"]);
+    let body = r#"{"error":{"type":"insufficient_quota","code":"insufficient_quota","message":"out of credit"}}"#;
+    let cmd = agent(&sb, body, 1);
+    let r = tick(&sb, 0, &cmd, &["--fake-sleep"], 10);
+    assert_eq!(runs(&sb).len(), 1, "the second file is held without a run");
+    assert_eq!(r["counts"], json!({"failed": 1, "held": 1}));
+    let held = r["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["outcome"] == "held")
+        .unwrap();
+    assert!(
+        held["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("provider held until 2026-06-17T00:00:00+00:00 (quota)"),
+        "{held}"
+    );
+}
+
+#[test]
+fn garbage_from_an_agent_is_a_bad_response_tried_twice() {
+    let sb = Sandbox::with_files(&["a.js"]);
+    let cmd = agent(&sb, "I looked at it and it seems fine!", 0);
+    let r = tick(&sb, 0, &cmd, &["--fake-sleep"], 10);
+    assert_eq!(runs(&sb).len(), 2);
+    assert_eq!(r["files"][0]["outcome"], "bad_response");
+}
+
+#[test]
+fn a_hanging_agent_is_killed_with_everything_it_started() {
+    let sb = Sandbox::with_files(&["a.js"]);
+    let pids = sb.root().join("pids");
+    let cmd = script(
+        &sb,
+        "hang.sh",
+        &format!("sleep 300 &\necho $! >> '{}'\nsleep 300\n", pids.display()),
+    );
+    let r = tick(
+        &sb,
+        0,
+        &cmd.display().to_string(),
+        &["--agent-timeout", "0.3", "--fake-sleep"],
+        10,
+    );
+    let f = &r["files"][0];
+    assert_eq!(f["outcome"], "failed");
+    assert!(
+        f["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("timeout after 3 attempts"),
+        "{f}"
+    );
+    // Every background child of every attempt is gone.
+    let started = fs::read_to_string(&pids).unwrap();
+    assert_eq!(started.lines().count(), 3);
+    for pid in started.lines() {
+        assert!(
+            !std::path::Path::new(&format!("/proc/{pid}")).exists()
+                || fs::read_to_string(format!("/proc/{pid}/stat"))
+                    .is_ok_and(|s| s.contains(") Z ")),
+            "process {pid} outlived its agent"
+        );
+    }
+}
+
+#[test]
+fn a_missing_agent_command_is_a_clear_exit_1_and_saves_nothing() {
+    let sb = Sandbox::with_files(&["a.js"]);
+    let out = sb
+        .tick_cmd(&at(0))
+        .args(["--agent", "no-such-agent-command --flag"])
+        .output();
+    expect_code(&out, 1);
+    assert_eq!(out.stdout, "");
+    assert!(
+        out.stderr.starts_with(
+            "error: the agent command `no-such-agent-command --flag` could not be run ("
+        ) && out.stderr.contains("SENTINEL_AGENT"),
+        "{}",
+        out.stderr
+    );
+    assert!(!sb.state.exists());
+}
