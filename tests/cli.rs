@@ -6,6 +6,8 @@
 
 mod util;
 
+#[path = "e2e/adapters.rs"]
+mod adapters;
 #[path = "e2e/advisor.rs"]
 mod advisor;
 #[path = "e2e/agents.rs"]

@@ -177,6 +177,19 @@ impl Sandbox {
         self.path_prefix.push(bin);
     }
 
+    /// Put an executable `name` running the shell code `body` in front of
+    /// sentinel's PATH (a stub of a tool an agent adapter calls).
+    pub fn stub(&mut self, name: &str, body: &str) {
+        let bin = self.root().join("stubbin");
+        fs::create_dir_all(&bin).expect("stubbin");
+        let path = bin.join(name);
+        fs::write(&path, format!("#!/bin/sh\n{body}\n")).expect("write stub");
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).expect("chmod stub");
+        if !self.path_prefix.contains(&bin) {
+            self.path_prefix.push(bin);
+        }
+    }
+
     /// Remove the fake `git` wrappers from sentinel's PATH.
     pub fn real_git(&mut self) {
         self.path_prefix.clear();
