@@ -386,31 +386,103 @@ proptest! {
 
     #[test]
     fn reading_arbitrary_signals_never_panics_and_counts_every_line_once(
-        lines in proptest::collection::vec(
-            prop_oneof![
-                ".{0,80}",
-                ("[a-z/.]{0,12}", ".{0,10}", ".{0,20}", prop_oneof![
-                    Just("2026-06-16T11:00:00Z".to_string()),
-                    Just("2026-06-14T11:00:00Z".to_string()),
-                    Just("2026-06-17T11:00:00Z".to_string()),
-                    ".{0,25}",
-                ]).prop_map(|(p, k, m, ts)| {
-                    json!({"path": p, "kind": k, "message": m, "ts": ts}).to_string()
-                }),
-            ],
-            0..12,
-        ),
+        lines in proptest::collection::vec(signal_line(), 0..12),
     ) {
-        let text = lines.join("\n");
+        let text: Vec<&str> = lines.iter().map(|l| l.text.as_str()).collect();
+        let text = text.join("\n");
         let now: DateTime<Utc> = "2026-06-16T12:00:00Z".parse().unwrap();
         let (triggers, bad) = autonomy::signals(&text, now);
-        let lines = text.lines().filter(|l| !l.trim().is_empty()).count();
-        prop_assert!(triggers.len() + bad <= lines);
-        for t in &triggers {
-            prop_assert!(!t.path.trim().is_empty());
-            prop_assert!(t.ts >= now - chrono::Duration::hours(24), "a stale signal: {:?}", t);
+        // Every line is exactly one of: blank, malformed, stale, live.
+        let expect = |k: LineKind| lines.iter().filter(|l| l.kind == k).count();
+        prop_assert_eq!(bad, expect(LineKind::Bad), "{}", text);
+        prop_assert_eq!(triggers.len(), expect(LineKind::Live), "{}", text);
+        let live_paths: Vec<&str> = lines
+            .iter()
+            .filter(|l| l.kind == LineKind::Live)
+            .map(|l| l.path.trim())
+            .collect();
+        let got: Vec<&str> = triggers.iter().map(|t| t.path.as_str()).collect();
+        prop_assert_eq!(got, live_paths);
+    }
+
+    #[test]
+    fn a_server_wait_over_60_s_is_never_slept_and_one_under_it_is_slept_exactly(
+        secs in 1u64..=600,
+        as_ms in any::<bool>(),
+        class in prop_oneof![Just(Class::RateLimit), Just(Class::Server), Just(Class::Network)],
+    ) {
+        let now: DateTime<Utc> = "2026-06-16T12:00:00Z".parse().unwrap();
+        let header = if as_ms { (secs * 1000).to_string() } else { secs.to_string() };
+        let wait = if as_ms {
+            protocol::server_wait(Some(&header), None, now)
+        } else {
+            protocol::server_wait(None, Some(&header), now)
+        };
+        let wait = wait.expect("a positive number of seconds is a sane wait");
+        prop_assert_eq!(wait, std::time::Duration::from_secs(secs));
+        match protocol::next_step(class, 1, Some(wait), now) {
+            protocol::Step::Retry(d) => {
+                prop_assert!(secs <= 60, "slept {d:?} for a wait of {secs} s");
+                prop_assert_eq!(d, wait);
+            }
+            protocol::Step::Stop { hold_until } => {
+                prop_assert!(secs > 60, "a wait of {secs} s was not slept");
+                let until = hold_until.expect("a long wait holds the provider");
+                prop_assert!(until >= now + chrono::Duration::seconds(secs as i64));
+            }
         }
     }
+}
+
+/// What a generated signals line is, known when it is generated.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum LineKind {
+    Blank,
+    Bad,
+    Stale,
+    Live,
+}
+
+#[derive(Debug, Clone)]
+struct SignalLine {
+    text: String,
+    path: String,
+    kind: LineKind,
+}
+
+/// A signals line whose fate is known: garbage (never a JSON object), a
+/// signal without a path, or a signal that is live or stale at noon.
+fn signal_line() -> impl Strategy<Value = SignalLine> {
+    let garbage = "[^{}\\n\\r]{0,60}".prop_map(|t| SignalLine {
+        kind: if t.trim().is_empty() {
+            LineKind::Blank
+        } else {
+            LineKind::Bad
+        },
+        text: t,
+        path: String::new(),
+    });
+    let ts = prop_oneof![
+        Just(("2026-06-16T11:00:00Z", LineKind::Live)),
+        Just(("2026-06-17T11:00:00Z", LineKind::Live)),
+        Just(("2026-06-14T11:00:00Z", LineKind::Stale)),
+        Just(("yesterday", LineKind::Bad)),
+    ];
+    let signal =
+        ("[a-z/.]{1,12}", "[ ]{0,2}", ".{0,20}", ts).prop_map(|(p, pad, m, (ts, kind))| {
+            let path = format!("{pad}{p}");
+            SignalLine {
+                text: json!({"path": path, "kind": "crash", "message": m, "ts": ts}).to_string(),
+                path,
+                kind,
+            }
+        });
+    let no_path = ("[ ]{0,3}", ".{0,20}").prop_map(|(path, m)| SignalLine {
+        text: json!({"path": path, "message": m, "ts": "2026-06-16T11:00:00Z"}).to_string(),
+        path,
+        kind: LineKind::Bad,
+    });
+    prop_oneof![garbage, signal, no_path]
 }
 
 #[test]
