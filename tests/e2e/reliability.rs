@@ -400,6 +400,8 @@ fn a_tick_killed_at_any_instant_leaves_the_old_or_a_whole_new_state_and_counts_n
 
     let mut rng = XorShift(0x5EED_CAFE_F00D_0001);
     let (mut unchanged, mut replaced, mut completed_kills) = (0, 0, 0);
+    // Killed ticks whose save had already landed: they count as wakes.
+    let mut killed_after_save = 0u64;
     for trial in 0..CRASH_TRIALS {
         let before = fs::read(&sb.state).unwrap();
         // Always a waking tick: it switches to the branch the state is not on.
@@ -430,6 +432,9 @@ fn a_tick_killed_at_any_instant_leaves_the_old_or_a_whole_new_state_and_counts_n
             unchanged += 1;
         } else {
             replaced += 1;
+            if out.status.code().is_none() {
+                killed_after_save += 1;
+            }
             let s = stats_of(&sb, &sb.state);
             assert_eq!(s["wake"]["last_head"], heads[target], "trial {trial}");
             let header = sentinel::state::store::load_header(&sb.state)
@@ -454,21 +459,26 @@ fn a_tick_killed_at_any_instant_leaves_the_old_or_a_whole_new_state_and_counts_n
             wakes_done += 1;
         }
     }
-    // Leftover temp files of killed ticks do not stop the next one.
-    let leftovers = fs::read_dir(sb.state.parent().unwrap())
-        .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .file_name()
-                .to_string_lossy()
-                .contains(".tmp-")
-        })
-        .count();
+    // Leftover temp files of killed ticks do not stop the next one, and
+    // the next save removes them.
+    let temp_files = || {
+        fs::read_dir(sb.state.parent().unwrap())
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .contains(".tmp-")
+            })
+            .count()
+    };
+    let leftovers = temp_files();
     branch = other(branch);
     run_to_end(&|| tick(name(branch)), 12);
     started += 1;
     wakes_done += 1;
+    assert_eq!(temp_files(), 0, "the final save left temp files behind");
 
     let s = stats_of(&sb, &sb.state);
     let n = |k: &str| s["wake"][k].as_u64().unwrap();
@@ -481,17 +491,26 @@ fn a_tick_killed_at_any_instant_leaves_the_old_or_a_whole_new_state_and_counts_n
         busy.get(),
         n("ticks")
     );
+    // The kills landed: some mid-tick before the save (the state kept its
+    // old bytes), some after it; the old or the new state, never a torn one.
+    assert!(
+        killed > CRASH_TRIALS as u64 / 2,
+        "only {killed} kills landed"
+    );
+    assert!(unchanged > 0, "no kill landed before a save");
+    assert!(replaced > completed_kills, "no kill landed after a save");
     assert_eq!(n("unsaved_noops"), 0, "the last wake folded the journal");
     // Killed ticks were all waking ones: every no-op counted is one that
     // completed, exactly once.
     assert_eq!(n("noops"), noops_done, "{s}");
     assert_eq!(s["wake"]["by_reason"]["none"], noops_done, "{s}");
-    assert!(
-        n("wakes") >= wakes_done && n("wakes") <= wakes_done + killed,
+    // A killed tick counts as a wake exactly when its save landed.
+    assert_eq!(n("wakes"), wakes_done + killed_after_save, "{s}");
+    assert_eq!(
+        n("ticks"),
+        wakes_done + killed_after_save + noops_done,
         "{s}"
     );
-    assert_eq!(n("ticks"), n("wakes") + n("noops"));
-    assert!(n("ticks") >= wakes_done + noops_done && n("ticks") <= started);
     assert_eq!(s["wake"]["last_head"], heads[branch]);
     assert_eq!(s["novelty"]["tracked_files"], CRASH_FILES as u64);
 }
