@@ -368,3 +368,27 @@ fn over_the_gitlab_api_a_sandbox_spelled_like_the_watched_branch_is_refused() {
     assert_eq!(ai.count(), 0);
     assert_eq!(refs(&sb), "refs/heads/main");
 }
+
+#[test]
+fn a_tick_without_patches_resolves_no_branch() {
+    let mut sb = Sandbox::with_files(&[FILE]);
+    expect_code(&sb.tick(&at(0), &[]), 10);
+    let log = sb.log_git_calls();
+    expect_code(&sb.tick(&at(2), &[]), 0);
+    let calls = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(calls.lines().count(), 1, "the head lookup only: {calls}");
+    // With patches on, one `git rev-parse` resolves the branches up front,
+    // so a misconfigured sandbox is refused on every tick, a no-op too.
+    std::fs::remove_file(&log).unwrap();
+    expect_code(&sb.tick(&at(4), &["--propose", "patches"]), 0);
+    let calls = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(calls.lines().count(), 2, "{calls}");
+    assert!(
+        calls
+            .lines()
+            .next()
+            .unwrap()
+            .contains("rev-parse --symbolic-full-name HEAD"),
+        "{calls}"
+    );
+}
