@@ -20,6 +20,7 @@ use crate::state::{journal, store};
 use crate::tick::{self, AdvisorSettings, TickConfig};
 use std::time::Duration;
 
+use crate::branch;
 use crate::cli::Propose;
 use crate::patch::{GitBranch, GitLabBranch, Patcher};
 use crate::publish::{FilePublisher, GitLabIssue, Publisher};
@@ -61,8 +62,10 @@ fn run_tick(args: TickArgs) -> Result<u8> {
     let choice = args.source.choose(&env)?;
     let mut publisher = make_publisher(&choice, &args)?;
     let patches = args.propose == Propose::Patches;
-    let mut patcher: Option<Box<dyn Patcher>> = if patches && !args.dry_run {
-        Some(make_patcher(&choice, &args.sandbox_branch)?)
+    // Resolved only with patches on, but then on every tick, a dry run too:
+    // a sandbox that would wake sentinel is refused before anything is read.
+    let mut patcher: Option<Box<dyn Patcher>> = if patches {
+        Some(make_patcher(&choice, &args.sandbox_branch)?).filter(|_| !args.dry_run)
     } else {
         None
     };
@@ -188,44 +191,33 @@ fn tick_config(
     })
 }
 
-/// Where patches go. The sandbox branch is never the watched one: a commit
-/// there would wake sentinel with its own writes.
+/// Where patches go: the sandbox branch as a full ref, refused (exit 2) when
+/// it is the watched branch, whose commits would wake sentinel, or the
+/// clone's checked-out branch, which a commit would move under the work tree.
 fn make_patcher(choice: &SourceChoice, sandbox: &str) -> Result<Box<dyn Patcher>> {
-    let refuse = || {
-        anyhow!(
-            "--sandbox-branch `{sandbox}` is the watched branch; choose another, or sentinel's own commits would wake it"
-        )
-    };
+    let usage = |msg: String| anyhow::Error::new(crate::exit::Usage(msg));
     match choice {
         SourceChoice::Gitlab(cfg) => {
-            if cfg.branch == sandbox {
-                return Err(refuse());
-            }
+            branch::check_gitlab(sandbox, &cfg.branch).map_err(usage)?;
+            let name = branch::gitlab_name(sandbox).to_string();
             Ok(Box::new(
-                GitLabBranch::new(cfg.clone(), sandbox.to_string()).map_err(|e| anyhow!("{e}"))?,
+                GitLabBranch::new(cfg.clone(), name).map_err(|e| anyhow!("{e}"))?,
             ))
         }
-        SourceChoice::Git { repo, branch, .. } => {
-            // With no --branch the watched one is the clone's current branch:
-            // `.git/HEAD` names it without starting a git process (a linked
-            // worktree is checked again by the patcher at commit time).
-            let watched = match branch {
-                Some(b) => Some(b.trim_start_matches("refs/heads/").to_string()),
-                None => std::fs::read_to_string(repo.join(".git").join("HEAD"))
-                    .ok()
-                    .and_then(|h| {
-                        h.trim()
-                            .strip_prefix("ref: refs/heads/")
-                            .map(str::to_string)
-                    }),
-            };
-            if watched.as_deref() == Some(sandbox) {
-                return Err(refuse());
-            }
+        SourceChoice::Git {
+            repo,
+            branch: watched,
+            ..
+        } => {
+            let reference = branch::sandbox_ref(sandbox).map_err(usage)?;
+            // Git itself names the watched and the checked-out branch, so
+            // every spelling resolves as git reads it, a linked worktree too.
+            let resolved = branch::resolve_git(repo, watched.as_deref());
+            branch::check_git(sandbox, &reference, &resolved, repo).map_err(usage)?;
             Ok(Box::new(GitBranch {
                 repo: repo.clone(),
-                base: branch.clone().unwrap_or_else(|| "HEAD".into()),
-                branch: sandbox.to_string(),
+                base: watched.clone().unwrap_or_else(|| "HEAD".into()),
+                branch: reference,
             }))
         }
     }

@@ -1,6 +1,7 @@
 //! sentinel: a one-shot guard that keeps a scheduled code-maintenance agent from going in circles.
 
 pub mod app;
+pub mod branch;
 pub mod cli;
 pub mod exit;
 pub mod gate;

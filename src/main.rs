@@ -10,7 +10,7 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
             eprintln!("error: {err:#}");
-            ExitCode::from(sentinel::exit::ERROR)
+            ExitCode::from(sentinel::exit::for_error(&err))
         }
     }
 }

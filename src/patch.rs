@@ -43,6 +43,7 @@ pub struct GitBranch {
     pub repo: PathBuf,
     /// The watched revision, the sandbox branch's start.
     pub base: String,
+    /// The sandbox branch, in any spelling; written as `refs/heads/<name>`.
     pub branch: String,
 }
 
@@ -95,18 +96,18 @@ impl GitBranch {
 
 impl Patcher for GitBranch {
     fn commit(&mut self, path: &str, content: &str, message: &str) -> Result<String, String> {
-        if self.base == "HEAD" {
-            let current = self
-                .git(&["symbolic-ref", "--short", "-q", "HEAD"], None, None)
-                .unwrap_or_default();
-            if current == self.branch {
-                return Err(format!(
-                    "the clone's current branch is the sandbox branch `{}`; a commit there would wake sentinel: choose another --sandbox-branch",
-                    self.branch
-                ));
-            }
+        // A full ref, so that `refs/heads/x` never becomes `refs/heads/refs/heads/x`.
+        let reference = crate::branch::sandbox_ref(&self.branch)?;
+        // Checked at the tick's start; checked again because a long tick
+        // leaves time to switch branches in the clone.
+        let current = self
+            .git(&["symbolic-ref", "-q", "HEAD"], None, None)
+            .unwrap_or_default();
+        if current == reference {
+            return Err(format!(
+                "the clone's checked-out branch is the sandbox branch `{reference}`; a commit there would move it under the work tree: choose another `--sandbox-branch`"
+            ));
         }
-        let reference = format!("refs/heads/{}", self.branch);
         let previous = self
             .git(&["rev-parse", "--verify", "-q", &reference], None, None)
             .ok();
@@ -158,7 +159,12 @@ impl Patcher for GitBranch {
     }
 
     fn target(&self) -> String {
-        format!("branch {} of {}", self.branch, self.repo.display())
+        let name = self.branch.strip_prefix(crate::branch::HEADS);
+        format!(
+            "branch {} of {}",
+            name.unwrap_or(&self.branch),
+            self.repo.display()
+        )
     }
 }
 
@@ -214,7 +220,7 @@ impl Patcher for GitLabBranch {
             "actions": [{"action": "update", "file_path": path, "content": content}],
         });
         if !exists {
-            body["start_branch"] = self.cfg.branch.clone().into();
+            body["start_branch"] = crate::branch::gitlab_name(&self.cfg.branch).into();
         }
         let mut post = self.agent.post(&self.url("repository/commits"));
         if let Some(t) = &token {

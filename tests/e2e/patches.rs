@@ -142,7 +142,10 @@ fn the_watched_branch_is_never_the_sandbox_and_a_dry_run_commits_nothing() {
     let ai = FakeOpenAi::start();
     ai.answer_always(evolve_with("// fixed\n"));
     let (code, _) = tick(&sb, &ai, 0, &["--sandbox-branch", "main"]);
-    assert_eq!(code, 1);
+    assert_eq!(code, 2, "a usage error");
+    // A dry run is how a configuration is tried: it is refused there too.
+    let (code, _) = tick(&sb, &ai, 0, &["--sandbox-branch", "main", "--dry-run"]);
+    assert_eq!(code, 2);
     let (code, _) = tick(&sb, &ai, 0, &["--dry-run"]);
     assert_eq!(code, 10);
     assert!(
@@ -199,5 +202,193 @@ fn over_the_gitlab_api_patches_go_to_the_sandbox_branch_and_never_wake_it() {
         !sb.repo
             .git(&["log", "--format=%s", "main"])
             .contains("sentinel:")
+    );
+}
+
+/// Every ref of the sandbox's repository, full names, one per line.
+fn refs(sb: &Sandbox) -> String {
+    sb.repo.git(&["for-each-ref", "--format=%(refname)"])
+}
+
+/// A refused tick: exit 2, a message that names the flag and says `why`, no
+/// call, no state and no ref moved.
+fn assert_refused(sb: &Sandbox, ai: &FakeOpenAi, extra: &[&str], why: &str) {
+    let before = sb
+        .repo
+        .git(&["for-each-ref", "--format=%(refname) %(objectname)"]);
+    let out = sb
+        .tick_cmd(&at(0))
+        .args(["--llm-url", &ai.base_url(), "--propose", "patches"])
+        .args(extra)
+        .env("OPENAI_API_KEY", KEY)
+        .output();
+    assert_eq!(out.code, 2, "{extra:?}: {}", out.stderr);
+    assert!(
+        out.stderr.contains("`--sandbox-branch") && out.stderr.contains(why),
+        "{extra:?}: {}",
+        out.stderr
+    );
+    assert_eq!(ai.count(), 0, "{extra:?}: no call before the refusal");
+    assert!(!sb.state.exists(), "{extra:?}: no state written");
+    let after = sb
+        .repo
+        .git(&["for-each-ref", "--format=%(refname) %(objectname)"]);
+    assert_eq!(after, before, "{extra:?}: no ref moved or created");
+}
+
+#[test]
+fn a_sandbox_spelled_like_the_watched_branch_is_refused() {
+    let sb = Sandbox::with_files(&[FILE]);
+    // Another branch is checked out, so only the watched branch can refuse.
+    sb.repo.git(&["checkout", "-q", "-b", "elsewhere"]);
+    sb.repo
+        .git(&["update-ref", "refs/remotes/origin/main", "main"]);
+    let ai = FakeOpenAi::start();
+    ai.answer_always(evolve_with("// fixed\n"));
+    for (watched, sandbox) in [
+        ("heads/main", "main"),
+        ("main", "heads/main"),
+        ("refs/heads/main", "main"),
+        ("main", "refs/heads/main"),
+    ] {
+        assert_refused(
+            &sb,
+            &ai,
+            &["--branch", watched, "--sandbox-branch", sandbox],
+            "is the watched branch `refs/heads/main`",
+        );
+    }
+    // `refs/heads/origin/main` would be what git reads `origin/main` as on
+    // the next tick: the sandbox would become the watched branch.
+    for sandbox in ["origin/main", "heads/origin/main"] {
+        assert_refused(
+            &sb,
+            &ai,
+            &["--branch", "origin/main", "--sandbox-branch", sandbox],
+            "a branch that `--branch` names too",
+        );
+    }
+    assert_eq!(
+        refs(&sb),
+        "refs/heads/elsewhere\nrefs/heads/main\nrefs/remotes/origin/main"
+    );
+}
+
+#[test]
+fn a_full_ref_sandbox_creates_no_nested_ref() {
+    for sandbox in ["refs/heads/proposals", "heads/proposals"] {
+        let sb = Sandbox::with_files(&[FILE]);
+        let ai = FakeOpenAi::start();
+        ai.answer_always(evolve_with("// fixed\n"));
+        let (code, r) = tick(&sb, &ai, 0, &["--sandbox-branch", sandbox]);
+        assert_eq!(code, 10, "{sandbox}: {r}");
+        assert_eq!(
+            refs(&sb),
+            "refs/heads/main\nrefs/heads/proposals",
+            "{sandbox}"
+        );
+        let content = sb
+            .repo
+            .git(&["show", &format!("refs/heads/proposals:{WATCHED}/{FILE}")]);
+        assert_eq!(content, "// fixed", "{sandbox}");
+    }
+}
+
+#[test]
+fn a_sandbox_that_is_the_checked_out_branch_is_refused() {
+    let sb = Sandbox::with_files(&[FILE]);
+    sb.repo.git(&["checkout", "-q", "-b", "feature"]);
+    let ai = FakeOpenAi::start();
+    ai.answer_always(evolve_with("// fixed\n"));
+    for sandbox in ["feature", "heads/feature", "refs/heads/feature"] {
+        assert_refused(
+            &sb,
+            &ai,
+            &["--branch", "main", "--sandbox-branch", sandbox],
+            "the branch checked out in",
+        );
+    }
+    // With no --branch the checked-out branch is also the watched one.
+    assert_refused(
+        &sb,
+        &ai,
+        &["--sandbox-branch", "refs/heads/feature"],
+        "is the watched branch",
+    );
+    // A linked worktree has its own checked-out branch, which `.git/HEAD`
+    // of the main clone does not name.
+    sb.repo.git(&["checkout", "-q", "main"]);
+    let linked = sb.root().join("linked");
+    let linked_arg = linked.to_str().unwrap();
+    sb.repo
+        .git(&["worktree", "add", "-q", linked_arg, "feature"]);
+    let out = sb
+        .sentinel(["tick", "--json", "--now", &at(0), "--path", WATCHED])
+        .args(["--repo", linked_arg, "--state"])
+        .arg(&sb.state)
+        .args(["--llm-url", &ai.base_url(), "--propose", "patches"])
+        .args(["--branch", "main", "--sandbox-branch", "feature"])
+        .env("OPENAI_API_KEY", KEY)
+        .output();
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("checked out in"), "{}", out.stderr);
+    assert_eq!(ai.count(), 0);
+    assert_eq!(
+        sb.repo.git(&["rev-parse", "feature"]),
+        sb.repo.git(&["rev-parse", "main"]),
+        "the linked worktree's branch did not move"
+    );
+}
+
+#[test]
+fn over_the_gitlab_api_a_sandbox_spelled_like_the_watched_branch_is_refused() {
+    use crate::util::gitlab::Api;
+    let sb = Sandbox::with_files(&[FILE]);
+    let gl = sb.gitlab();
+    let ai = FakeOpenAi::start();
+    ai.answer_always(evolve_with("// fixed\n"));
+    for (watched, sandbox) in [("main", "refs/heads/main"), ("refs/heads/main", "main")] {
+        let mut api = Api::new(&gl);
+        api.branch = watched.into();
+        let out = sb
+            .api_tick_cmd(&api, &at(0))
+            .args(["--llm-url", &ai.base_url(), "--propose", "patches"])
+            .args(["--sandbox-branch", sandbox])
+            .env("OPENAI_API_KEY", KEY)
+            .output();
+        assert_eq!(out.code, 2, "{watched} / {sandbox}: {}", out.stderr);
+        assert!(
+            out.stderr.contains("`--sandbox-branch")
+                && out.stderr.contains("is the watched branch `main`"),
+            "{}",
+            out.stderr
+        );
+    }
+    assert!(gl.requests().is_empty(), "refused before any request");
+    assert_eq!(ai.count(), 0);
+    assert_eq!(refs(&sb), "refs/heads/main");
+}
+
+#[test]
+fn a_tick_without_patches_resolves_no_branch() {
+    let mut sb = Sandbox::with_files(&[FILE]);
+    expect_code(&sb.tick(&at(0), &[]), 10);
+    let log = sb.log_git_calls();
+    expect_code(&sb.tick(&at(2), &[]), 0);
+    let calls = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(calls.lines().count(), 1, "the head lookup only: {calls}");
+    // With patches on, one `git rev-parse` resolves the branches up front,
+    // so a misconfigured sandbox is refused on every tick, a no-op too.
+    std::fs::remove_file(&log).unwrap();
+    expect_code(&sb.tick(&at(4), &["--propose", "patches"]), 0);
+    let calls = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(calls.lines().count(), 2, "{calls}");
+    assert!(
+        calls
+            .lines()
+            .next()
+            .unwrap()
+            .contains("rev-parse --symbolic-full-name HEAD"),
+        "{calls}"
     );
 }

@@ -190,6 +190,26 @@ impl Sandbox {
         }
     }
 
+    /// Put a `git` in front of PATH for sentinel that appends its arguments,
+    /// one line per process, to the returned file and then runs the real
+    /// git: lets a test count the git processes a tick starts.
+    pub fn log_git_calls(&mut self) -> PathBuf {
+        let real = find_in_path("git").expect("git on PATH");
+        let bin = self.root().join("loggingbin");
+        fs::create_dir_all(&bin).expect("loggingbin");
+        let log = self.root().join("git-calls.log");
+        let script = format!(
+            "#!/bin/sh\necho \"$*\" >> '{}'\nexec '{}' \"$@\"\n",
+            log.display(),
+            real.display()
+        );
+        let path = bin.join("git");
+        fs::write(&path, script).expect("write logging git");
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).expect("chmod logging git");
+        self.path_prefix.push(bin);
+        log
+    }
+
     /// Remove the fake `git` wrappers from sentinel's PATH.
     pub fn real_git(&mut self) {
         self.path_prefix.clear();
