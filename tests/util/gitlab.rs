@@ -680,50 +680,119 @@ impl Shared {
     }
 
     /// One commit with `update` actions on `branch`, created from
-    /// `start_branch` when missing: done with sentinel's own plumbing on the
-    /// backing repository, so the watched branch never moves.
+    /// `start_branch` when missing. Done with plain git plumbing on the
+    /// backing repository (a private index, `commit-tree`, `update-ref`),
+    /// never with sentinel's own patch code, so the watched branch never
+    /// moves and the code under test is not what checks itself.
     fn create_commit(&self, call: &Call<'_>) -> Response {
+        let _ = call;
         let body: Value = serde_json::from_slice(&lock(&self.body)).unwrap_or(Value::Null);
-        let branch = body["branch"].as_str().unwrap_or("").to_string();
-        let exists = self
-            .git
-            .cmd()
-            .args([
-                "rev-parse",
-                "--verify",
-                "-q",
-                &format!("refs/heads/{branch}"),
-            ])
-            .output()
-            .map(|o| o.status.success())
-            .unwrap_or(false);
-        let base = match (exists, body["start_branch"].as_str()) {
-            (true, _) => branch.clone(),
-            (false, Some(start)) => start.to_string(),
-            (false, None) => {
+        let branch = format!("refs/heads/{}", body["branch"].as_str().unwrap_or(""));
+        let previous = self.git_out(&["rev-parse", "--verify", "-q", &branch], None, None);
+        let parent = match (&previous, body["start_branch"].as_str()) {
+            (Some(p), _) => p.clone(),
+            (None, Some(start)) => {
+                match self.git_out(
+                    &[
+                        "rev-parse",
+                        "--verify",
+                        "-q",
+                        &format!("refs/heads/{start}"),
+                    ],
+                    None,
+                    None,
+                ) {
+                    Some(p) => p,
+                    None => {
+                        return Response::json(
+                            400,
+                            &json!({"message": "start_branch does not exist"}),
+                        );
+                    }
+                }
+            }
+            (None, None) => {
                 return Response::json(400, &json!({"message": "branch does not exist"}));
             }
         };
-        let mut patcher = sentinel::patch::GitBranch {
-            repo: self.git.root.clone(),
-            base,
-            branch,
-        };
-        let message = body["commit_message"].as_str().unwrap_or("").to_string();
-        let mut last = None;
-        for action in body["actions"].as_array().cloned().unwrap_or_default() {
+        let actions = body["actions"].as_array().cloned().unwrap_or_default();
+        if actions.is_empty() {
+            return Response::json(400, &json!({"message": "no actions"}));
+        }
+        let index = std::env::temp_dir().join(format!(
+            "fake-gitlab-index-{}-{}",
+            std::process::id(),
+            NEXT_INDEX.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+        ));
+        let index = index.as_path();
+        if self
+            .git_out(&["read-tree", &parent], Some(index), None)
+            .is_none()
+        {
+            return Response::json(400, &json!({"message": "cannot read the parent tree"}));
+        }
+        for action in actions {
             let path = action["file_path"].as_str().unwrap_or("");
             let content = action["content"].as_str().unwrap_or("");
-            match sentinel::patch::Patcher::commit(&mut patcher, path, content, &message) {
-                Ok(id) => last = Some(id),
-                Err(e) => return Response::json(400, &json!({ "message": e })),
-            }
+            let Some(blob) = self.git_out(&["hash-object", "-w", "--stdin"], None, Some(content))
+            else {
+                return Response::json(400, &json!({"message": "cannot store the content"}));
+            };
+            let info = format!("100644,{blob},{path}");
+            self.git_out(
+                &["update-index", "--add", "--cacheinfo", &info],
+                Some(index),
+                None,
+            );
         }
-        let _ = call;
-        match last {
-            Some(id) => Response::json(201, &json!({ "id": id })),
-            None => Response::json(400, &json!({"message": "no actions"})),
+        let tree = self
+            .git_out(&["write-tree"], Some(index), None)
+            .unwrap_or_default();
+        let _ = std::fs::remove_file(index);
+        let message = body["commit_message"].as_str().unwrap_or("");
+        let commit = self
+            .git_out(
+                &["commit-tree", &tree, "-p", &parent, "-m", message],
+                None,
+                None,
+            )
+            .unwrap_or_default();
+        let old = previous.unwrap_or_else(|| "0".repeat(40));
+        match self.git_out(&["update-ref", &branch, &commit, &old], None, None) {
+            Some(_) => Response::json(201, &json!({ "id": commit })),
+            None => Response::json(400, &json!({"message": "the branch moved"})),
         }
+    }
+
+    /// Run git on the backing repository; its trimmed stdout on success.
+    fn git_out(
+        &self,
+        args: &[&str],
+        index: Option<&std::path::Path>,
+        stdin: Option<&str>,
+    ) -> Option<String> {
+        use std::io::Write;
+        let mut cmd = self.git.cmd();
+        cmd.args(args)
+            .env("GIT_AUTHOR_NAME", "fake gitlab")
+            .env("GIT_AUTHOR_EMAIL", "fake@gitlab.invalid")
+            .env("GIT_COMMITTER_NAME", "fake gitlab")
+            .env("GIT_COMMITTER_EMAIL", "fake@gitlab.invalid")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null());
+        if let Some(index) = index {
+            cmd.env("GIT_INDEX_FILE", index);
+        }
+        let mut child = cmd.spawn().ok()?;
+        if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
+            let _ = pipe.write_all(text.as_bytes());
+        }
+        drop(child.stdin.take());
+        let out = child.wait_with_output().ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
     }
 
     /// Issues, just enough for the dashboard: list by label, create, edit.
@@ -1225,6 +1294,9 @@ fn offset_pages(
 // ---------------------------------------------------------------------------
 // git
 // ---------------------------------------------------------------------------
+
+/// Distinct private index files for concurrent commits.
+static NEXT_INDEX: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// git's empty tree, the "parent" of a root commit.
 const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
