@@ -12,6 +12,7 @@ use crate::cli::{
 use crate::gate::autonomy;
 use crate::llm::agent::{AgentAdvisor, AgentConfig};
 use crate::llm::client::{Advisor, ApiKey, OpenAiAdvisor, OpenAiConfig};
+use crate::llm::worktree::Worktree;
 use crate::report::{self, explain, stats};
 use crate::source::Source;
 use crate::source::git::GitSource;
@@ -61,7 +62,9 @@ fn run_tick(args: TickArgs) -> Result<u8> {
     let advisor_on = args.llm.enabled(env.openai_api_key.is_some())?;
     let choice = args.source.choose(&env)?;
     let mut publisher = make_publisher(&choice, &args)?;
-    let patches = args.propose == Propose::Patches;
+    // An agent's edits go to the sandbox branch as patches do.
+    let patches = args.propose == Propose::Patches || args.llm.agent.is_some();
+    let on_git = matches!(choice, SourceChoice::Git { .. });
     // Resolved only with patches on, but then on every tick, a dry run too:
     // a sandbox that would wake sentinel is refused before anything is read.
     let mut patcher: Option<Box<dyn Patcher>> = if patches {
@@ -78,7 +81,7 @@ fn run_tick(args: TickArgs) -> Result<u8> {
     let cfg = tick_config(&args, &env, advisor_on, rev, max_reads)?;
     // A dry run calls no model and runs no agent.
     let mut advisor = (advisor_on && !args.dry_run)
-        .then(|| make_advisor(&args, &env))
+        .then(|| make_advisor(&args, &env, on_git))
         .flatten();
     let mut storage = FileStorage::new(&cfg.state);
     let mut report = tick::run(
@@ -101,12 +104,15 @@ fn run_tick(args: TickArgs) -> Result<u8> {
 }
 
 /// The advisor: the agent command when one is given, else the model.
-fn make_advisor(args: &TickArgs, env: &Environment) -> Option<Box<dyn Advisor>> {
+fn make_advisor(args: &TickArgs, env: &Environment, on_git: bool) -> Option<Box<dyn Advisor>> {
     if let Some(command) = &args.llm.agent {
         return Some(Box::new(AgentAdvisor::new(AgentConfig {
             command: command.clone(),
             timeout: Duration::from_secs_f64(args.llm.agent_timeout),
             cwd: args.source.repo.clone(),
+            // On a local clone the agent gets a worktree of its own; over
+            // the GitLab API it answers with content instead.
+            worktree: on_git.then(|| Worktree::of(&args.source.repo)),
             pass_env: args.llm.agent_env.clone(),
             fake_sleep: args.source.fake_sleep,
         })));
@@ -186,7 +192,7 @@ fn tick_config(
             .project_url
             .clone()
             .or_else(|| env.ci_project_url.clone()),
-        patches: args.propose == Propose::Patches,
+        patches: args.propose == Propose::Patches || args.llm.agent.is_some(),
         rescope: args.rescope,
     })
 }

@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use super::client::{AdviceRequest, Advisor, Answer, Attempt, Call, Finding, with_protocol};
 use super::prices::Usage;
 use super::protocol::Failure;
+use super::worktree::Worktree;
 
 /// Answers (and error bodies) longer than this are not an answer.
 const MAX_OUTPUT_BYTES: u64 = 4 << 20;
@@ -41,8 +42,11 @@ pub struct AgentConfig {
     /// The command line, run with `sh -c`.
     pub command: String,
     pub timeout: Duration,
-    /// The agent's working directory (`SENTINEL_WORKTREE`).
+    /// The agent's working directory (`SENTINEL_WORKTREE`) when it has no
+    /// worktree of its own.
     pub cwd: PathBuf,
+    /// On the git source: the agent's worktree, detached at the head.
+    pub worktree: Option<Worktree>,
     /// Secrets passed on by name.
     pub pass_env: Vec<String>,
     /// Record waits instead of sleeping (tests).
@@ -161,13 +165,22 @@ impl AgentAdvisor {
             cached_tokens: u.cached_tokens.min(u.prompt_tokens),
             completion_tokens: u.completion_tokens,
         });
+        let content = reply.content.or_else(|| self.edited(req));
         let answer = Answer {
             action: reply.action,
             reason: reply.reason,
             findings: reply.findings,
-            content: reply.content,
+            content,
         };
         Ok((answer, usage))
+    }
+
+    /// What the agent wrote to the file in its worktree and left there,
+    /// committed or not, when it differs from what it was handed.
+    fn edited(&self, req: &AdviceRequest) -> Option<String> {
+        let after = self.cfg.worktree.as_ref()?.read(req.path)?;
+        let after = String::from_utf8(after).ok()?;
+        (Some(after.as_str()) != req.text).then_some(after)
     }
 }
 
@@ -189,6 +202,11 @@ impl Advisor for AgentAdvisor {
         })
         .unwrap_or_default();
         self.cost = None;
+        if let Some(wt) = &self.cfg.worktree
+            && let Err(e) = wt.prepare(req.head.unwrap_or("HEAD"))
+        {
+            self.fatal = Some(e);
+        }
         let mut waits = std::mem::take(&mut self.waits);
         let fake_sleep = self.cfg.fake_sleep;
         let mut call = with_protocol(now, &mut waits, fake_sleep, || {
@@ -225,10 +243,11 @@ fn run(
     req: &AdviceRequest,
     input: &[u8],
 ) -> Result<Option<(ExitStatus, Vec<u8>, Vec<u8>)>, String> {
+    let cwd = cfg.worktree.as_ref().map_or(&cfg.cwd, |w| &w.path);
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
         .arg(&cfg.command)
-        .current_dir(&cfg.cwd)
+        .current_dir(cwd)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -236,7 +255,7 @@ fn run(
         .env("SENTINEL_FILE", req.path)
         .env("SENTINEL_HEAD", req.head.unwrap_or_default())
         .env("SENTINEL_WAKE_REASON", req.wake_reason)
-        .env("SENTINEL_WORKTREE", &cfg.cwd);
+        .env("SENTINEL_WORKTREE", cwd);
     for secret in SECRETS {
         if !cfg.pass_env.iter().any(|p| p == secret) {
             cmd.env_remove(secret);
@@ -245,7 +264,7 @@ fn run(
     let mut child = cmd.spawn().map_err(|e| {
         format!(
             "cannot start the agent command with `sh` in `{}`: {e}",
-            cfg.cwd.display()
+            cwd.display()
         )
     })?;
     let stdin = child.stdin.take();

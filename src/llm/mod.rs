@@ -5,3 +5,4 @@ pub mod agent;
 pub mod client;
 pub mod prices;
 pub mod protocol;
+pub mod worktree;

@@ -262,3 +262,61 @@ fn a_missing_agent_command_is_a_clear_exit_1_and_saves_nothing() {
     );
     assert!(!sb.state.exists());
 }
+
+#[test]
+fn an_agent_that_commits_never_wakes_sentinel_with_its_own_commits() {
+    const RISKY: [&str; 5] = ["a.js", "b.js", "c.js", "d.js", "e.js"];
+    let sb = Sandbox::with_files(&RISKY);
+    let log = sb.root().join("runs.log");
+    let cmd = script(
+        &sb,
+        "committer.sh",
+        &format!(
+            "echo \"$SENTINEL_FILE\" >> '{}'\n\
+             cat > /dev/null\n\
+             printf '// touched by the agent\\n' >> \"$SENTINEL_FILE\"\n\
+             git -c user.name=agent -c user.email=agent@example.invalid commit -qam \"agent: $SENTINEL_FILE\"\n\
+             printf '%s' '{{\"action\":\"EVOLVE\",\"reason\":\"appended a line\",\"findings\":[]}}'\n",
+            log.display()
+        ),
+    )
+    .display()
+    .to_string();
+    let mut codes = Vec::new();
+    for t in 0..24 {
+        if t == 12 {
+            sb.repo
+                .write(&format!("{WATCHED}/c.js"), "// c.js, by a person\n");
+            sb.repo.commit("a person edits c");
+        }
+        let out = sb.tick_cmd(&at(2 * t)).args(["--agent", &cmd]).output();
+        codes.push(out.code);
+        assert!([0, 10, 12].contains(&out.code), "tick {t}: {}", out.stderr);
+    }
+    assert_eq!(runs(&sb).len(), 6, "{:?}", runs(&sb));
+    let woke: Vec<usize> = (0..24).filter(|t| codes[*t] != 0).collect();
+    assert_eq!(woke, [0, 12], "{codes:?}");
+    // The watched branch holds the person's commits only.
+    let subjects = sb.repo.git(&["log", "--format=%s", "HEAD"]);
+    assert_eq!(
+        subjects.lines().collect::<Vec<_>>(),
+        ["a person edits c", "initial files"]
+    );
+    // The agent's work is on the sandbox branch, one commit per file it rewrote.
+    let sandbox = sb
+        .repo
+        .git(&["log", "--format=%s", "refs/heads/sentinel-sandbox"]);
+    let agent_commits = sandbox
+        .lines()
+        .filter(|s| s.starts_with("sentinel: proposed change to"))
+        .count();
+    assert_eq!(agent_commits, 6, "{sandbox}");
+    let c = sb.repo.git(&[
+        "show",
+        &format!("refs/heads/sentinel-sandbox:{WATCHED}/c.js"),
+    ]);
+    assert!(
+        c.starts_with("// c.js, by a person") && c.ends_with("// touched by the agent"),
+        "{c}"
+    );
+}
