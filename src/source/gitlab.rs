@@ -381,11 +381,13 @@ impl GitLabSource {
                 self.cfg.project
             )),
             404 if message.contains("Project") => SourceError::Config(format!(
-                "GitLab has no project `{}` visible to this token (404): set SENTINEL_PROJECT (or CI_PROJECT_ID) to its numeric id or `group/project`",
+                "GitLab has no project `{}` visible to this token (404): set `--project` / `SENTINEL_PROJECT` (or `CI_PROJECT_ID`) to its numeric id or `group/project`",
                 self.cfg.project
             )),
+            // The head lookup names only the project and the branch: any
+            // other 404 there is the branch (`404 Ref Not Found`).
             404 if kind == Kind::Head => SourceError::Config(format!(
-                "GitLab cannot find branch `{}` of project `{}` (404 {message}): set SENTINEL_BRANCH (or CI_DEFAULT_BRANCH)",
+                "GitLab cannot find branch `{}` of project `{}` (404 {message}): check `--branch` / `SENTINEL_BRANCH` (or `CI_DEFAULT_BRANCH`)",
                 self.cfg.branch, self.cfg.project
             )),
             status => SourceError::Unavailable(format!(
@@ -583,10 +585,14 @@ impl Source for GitLabSource {
             url.push_str(&format!("&path={}", encode(path)));
         }
         let (commits, _): (Vec<Commit>, _) = self.get_json(Kind::Head, &url)?;
+        // An empty list is GitLab's answer for a path that no commit of the
+        // branch ever touched (a deleted path still names the commit that
+        // deleted it): it will not pass by itself.
         let first = commits.into_iter().next().ok_or_else(|| {
-            SourceError::Unavailable(format!(
-                "no commit on `{}` touches `{}`",
+            SourceError::Config(format!(
+                "no commit on branch `{}` of project `{}` touches `{}`: the path never existed on this branch; check `--path` / `SENTINEL_PATH` (and `--branch` / `SENTINEL_BRANCH`)",
                 self.cfg.branch,
+                self.cfg.project,
                 self.cfg.path.as_deref().unwrap_or(".")
             ))
         })?;
