@@ -1130,8 +1130,9 @@ fn a_first_run_without_a_head_is_a_setup_error_and_saves_nothing() {
     assert_eq!(
         out.stderr_line(),
         format!(
-            "error: cannot find the latest commit of the watched path: git log in `{}` failed: \
-             fatal: bad revision 'does-not-exist'; check --repo, --branch and --path (nothing was saved)",
+            "error: git log in `{}` failed: fatal: bad revision 'does-not-exist'; the branch or \
+             revision `does-not-exist` does not exist here (mistyped, deleted, or not fetched): \
+             check `--branch` / `SENTINEL_BRANCH` (nothing was saved)",
             sb.repo.root.display()
         )
     );
@@ -1140,6 +1141,127 @@ fn a_first_run_without_a_head_is_a_setup_error_and_saves_nothing() {
     // Nothing was learned, so the next good tick is the first run.
     let report = tick(&sb, &at(2), &[], 10);
     assert_eq!(report["fresh_evaluations"], 5);
+}
+
+/// A tick that must fail for a configuration error: exit 1, one line on
+/// stderr naming what to fix, and every file left as it was (the state, no
+/// journal line, no `.start` sidecar). Returns the stderr line.
+#[track_caller]
+fn loud(sb: &Sandbox, run: util::Run, fix: &str) -> String {
+    let before = snapshot(&sb.state);
+    let out = run.output();
+    expect_code(&out, 1);
+    assert_eq!(out.stdout, "");
+    let line = out.stderr_line().to_string();
+    assert!(line.starts_with("error: "), "{line}");
+    assert!(line.contains(fix), "{line} does not name {fix}");
+    assert!(line.ends_with("(nothing was saved)"), "{line}");
+    assert_eq!(snapshot(&sb.state), before, "the state changed");
+    assert!(!sb.journal().exists(), "a no-op was counted");
+    assert!(
+        !util::sidecar(&sb.state, ".start").exists(),
+        "a triggered start was recorded"
+    );
+    line
+}
+
+/// The state as a state written before states had a scope: such a state
+/// adopts the scope of the next tick, so only the lookup can tell a typo.
+fn without_scope(state: &std::path::Path) {
+    let text = fs::read_to_string(state).unwrap();
+    let start = text.find("\"scope\":{").expect("a scope in the header");
+    let end = start + text[start..].find("},").expect("the end of the scope") + 2;
+    fs::write(state, format!("{}{}", &text[..start], &text[end..])).unwrap();
+}
+
+#[test]
+fn a_mistyped_branch_is_loud_every_tick() {
+    let sb = Sandbox::with_files(&FIVE);
+    tick(&sb, &at(0), &["--branch", "main"], 10);
+    without_scope(&sb.state);
+    for minute in [2, 4, 6] {
+        let run = sb.tick_cmd(&at(minute)).args(["--branch", "mian"]);
+        let line = loud(&sb, run, "`--branch` / `SENTINEL_BRANCH`");
+        assert!(line.contains("`mian`"), "{line}");
+    }
+    // The state is as the first run left it: the right branch is a no-op.
+    tick(&sb, &at(8), &["--branch", "main"], 0);
+}
+
+#[test]
+fn a_deleted_watched_branch_exits_1_and_writes_nothing() {
+    let sb = Sandbox::with_files(&FIVE);
+    sb.repo.git(&["branch", "feature"]);
+    tick(&sb, &at(0), &["--branch", "feature"], 10);
+    sb.repo.git(&["branch", "-D", "feature"]);
+    for (minute, trigger) in [(2, "schedule"), (4, "push"), (6, "push"), (8, "schedule")] {
+        let run = sb
+            .tick_cmd(&at(minute))
+            .args(["--branch", "feature", "--trigger", trigger]);
+        let line = loud(&sb, run, "`--branch` / `SENTINEL_BRANCH`");
+        assert!(line.contains("bad revision 'feature'"), "{line}");
+    }
+    assert_eq!(sb.stats()["wake"]["ticks"], 1);
+}
+
+#[test]
+fn a_path_that_never_existed_is_loud() {
+    let sb = Sandbox::with_files(&FIVE);
+    let mistyped = || {
+        sb.sentinel(["tick", "--json", "--now", &at(0), "--path", "libs/sahred"])
+            .arg("--repo")
+            .arg(&sb.repo.root)
+            .arg("--state")
+            .arg(&sb.state)
+    };
+    let line = loud(&sb, mistyped(), "`--path` / `SENTINEL_PATH`");
+    assert!(line.contains("`libs/sahred`"), "{line}");
+    assert!(!sb.state.exists());
+
+    // After a first run: the branch's history is rewritten without the path.
+    tick(&sb, &at(2), &[], 10);
+    sb.repo.git(&["checkout", "-q", "--orphan", "rewritten"]);
+    sb.repo.git(&["rm", "-r", "-q", "-f", "libs"]);
+    sb.repo
+        .write("README", "the libraries moved to their own project\n");
+    sb.repo.commit("a history without libs/shared");
+    sb.repo.git(&["branch", "-M", "main"]);
+    for minute in [4, 6] {
+        loud(&sb, sb.tick_cmd(&at(minute)), "`--path` / `SENTINEL_PATH`");
+    }
+}
+
+#[test]
+fn a_repo_that_is_not_a_repository_is_loud_every_tick() {
+    let sb = Sandbox::with_files(&FIVE);
+    tick(&sb, &at(0), &[], 10);
+    fs::rename(sb.repo.root.join(".git"), sb.root().join("moved.git")).unwrap();
+    for minute in [2, 4] {
+        let line = loud(&sb, sb.tick_cmd(&at(minute)), "`--repo` / `SENTINEL_REPO`");
+        assert!(line.contains("not a git repository"), "{line}");
+    }
+}
+
+#[test]
+fn a_held_git_lock_is_transient() {
+    let mut sb = Sandbox::with_files(&FIVE);
+    let head = sb.repo.head();
+    tick(&sb, &at(0), &[], 10);
+    let lock = sb.repo.root.join(".git/index.lock");
+    sb.fake_git_log(&format!(
+        "echo \"fatal: Unable to create '{}': File exists.\" >&2; exit 128",
+        lock.display()
+    ));
+    for minute in [2, 4] {
+        let report = tick(&sb, &at(minute), &[], 11);
+        assert_eq!(report["verdict"]["reason"], "sha_unavailable");
+        let error = report["verdict"]["detail"]["error"].as_str().unwrap();
+        assert!(error.contains("index.lock': File exists"), "{error}");
+        assert_eq!(sb.stats()["wake"]["last_head"], head.as_str());
+    }
+    // The lock is gone: the remembered head is intact, so a no-op.
+    sb.real_git();
+    tick(&sb, &at(6), &[], 0);
 }
 
 #[test]
@@ -1976,6 +2098,51 @@ fn gitlab_a_404_branch_exits_1_naming_the_branch_variable() {
         },
         |_| {},
         "SENTINEL_BRANCH",
+    );
+}
+
+/// After a good first run, GitLab answers the head lookup with something
+/// that will not pass by itself: every later tick exits 1 naming
+/// `variable`, and writes nothing.
+#[track_caller]
+fn loud_after_a_first_run(prepare: impl Fn(&FakeGitLab), variable: &str) {
+    let sb = Sandbox::with_files(&FIVE);
+    let gl = sb.gitlab();
+    let api = Api::new(&gl);
+    api_tick(&sb, &api, &at(0), &[], 10);
+    for minute in [2, 4, 6] {
+        prepare(&gl);
+        let run = sb
+            .api_tick_cmd(&api, &at(minute))
+            .args(["--trigger", "push"]);
+        let line = loud(&sb, run, variable);
+        assert!(!line.contains(TOKEN), "{line}");
+    }
+    assert_eq!(gl.queued(), 0);
+    assert_eq!(sb.stats()["wake"]["ticks"], 1);
+}
+
+#[test]
+fn gitlab_a_404_project_after_a_first_run_is_loud_every_tick() {
+    loud_after_a_first_run(
+        |gl| gl.push(Endpoint::Commits, Reply::error(404, "404-project.json")),
+        "SENTINEL_PROJECT",
+    );
+}
+
+#[test]
+fn gitlab_a_404_branch_after_a_first_run_is_loud_every_tick() {
+    loud_after_a_first_run(
+        |gl| gl.push(Endpoint::Commits, Reply::error(404, "404-ref.json")),
+        "`--branch` / `SENTINEL_BRANCH`",
+    );
+}
+
+#[test]
+fn gitlab_a_path_that_never_existed_is_loud() {
+    loud_after_a_first_run(
+        |gl| gl.push(Endpoint::Commits, Reply::json(200, &json!([]))),
+        "`--path` / `SENTINEL_PATH`",
     );
 }
 

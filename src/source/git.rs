@@ -19,6 +19,16 @@ const REDIRECTING_ENV: &[&str] = &[
     "GIT_NAMESPACE",
 ];
 
+/// How git says that a revision does not name a commit (`git log`, 2.x).
+const UNKNOWN_REVISION: &[&str] = &[
+    "bad revision",
+    "unknown revision",
+    "ambiguous argument",
+    "bad default revision",
+    "not a valid object name",
+    "invalid object name",
+];
+
 /// The most header bytes accepted from `cat-file --batch` before the answer
 /// is deemed garbage; a real header is an id, a type and a size.
 const MAX_HEADER: u64 = 1024;
@@ -76,11 +86,14 @@ impl GitSource {
             "history" => self.counts.history += 1,
             _ => self.counts.head += 1,
         }
-        let output = self
-            .git()
-            .args(args)
-            .output()
-            .map_err(|err| self.failure(what, &format!("could not run git: {err}")))?;
+        let output = self.git().args(args).output().map_err(|err| {
+            let reason = format!("could not run git: {err}");
+            if err.kind() == io::ErrorKind::NotFound {
+                self.config_error(what, &reason, "install git, or put it on `PATH`")
+            } else {
+                self.failure(what, &reason)
+            }
+        })?;
         if !output.status.success() {
             let stderr = String::from_utf8_lossy(&output.stderr);
             let stderr = stderr.trim();
@@ -89,9 +102,47 @@ impl GitSource {
             } else {
                 stderr.to_string()
             };
-            return Err(self.failure(what, &reason));
+            return Err(self.classified(what, &reason));
         }
         Ok(output.stdout)
+    }
+
+    /// What a failed git command means, from git's own message (`LC_ALL=C`
+    /// keeps it in English). A missing repository, or an unknown revision in
+    /// the head lookup (the one command that names the configured branch),
+    /// will not pass by itself: a configuration error. A held lock, and
+    /// anything not known here, may pass: the tick carries on without it.
+    fn classified(&self, what: &str, reason: &str) -> SourceError {
+        let msg = reason.to_ascii_lowercase();
+        let held_lock = msg.contains(".lock': file exists") || msg.contains("another git process");
+        let fix = if held_lock {
+            None
+        } else if msg.contains("not a git repository") || msg.contains("cannot change to") {
+            Some(format!(
+                "`{}` is not a git clone: check `--repo` / `SENTINEL_REPO`",
+                self.repo.display()
+            ))
+        } else if msg.contains("dubious ownership") {
+            Some("git does not trust the clone's owner: run as its owner, or add it to git's `safe.directory`".to_string())
+        } else if what == "log" && UNKNOWN_REVISION.iter().any(|m| msg.contains(m)) {
+            Some(format!(
+                "the branch or revision `{}` does not exist here (mistyped, deleted, or not fetched): check `--branch` / `SENTINEL_BRANCH`",
+                self.rev
+            ))
+        } else {
+            None
+        };
+        match fix {
+            Some(fix) => self.config_error(what, reason, &fix),
+            None => self.failure(what, reason),
+        }
+    }
+
+    fn config_error(&self, what: &str, reason: &str, fix: &str) -> SourceError {
+        SourceError::Config(format!(
+            "git {what} in `{}` failed: {reason}; {fix}",
+            self.repo.display()
+        ))
     }
 
     fn failure(&self, what: &str, reason: &str) -> SourceError {
@@ -140,9 +191,13 @@ impl Source for GitSource {
         let stdout = String::from_utf8_lossy(&stdout);
         let commit = stdout.trim();
         if commit.is_empty() {
-            return Err(self.failure(
+            // git answers a path that no commit of the branch ever touched
+            // with nothing at all (a deleted path still names the commit that
+            // deleted it): the path never existed on this branch.
+            return Err(self.config_error(
                 "log",
                 &format!("no commit on `{rev}` touches `{}`", self.describe_path()),
+                "the path never existed on this branch: check `--path` / `SENTINEL_PATH` (and `--branch` / `SENTINEL_BRANCH`)",
             ));
         }
         if !is_object_id(commit) {
@@ -610,6 +665,13 @@ mod tests {
         }
     }
 
+    fn config(result: Result<impl std::fmt::Debug, SourceError>) -> String {
+        match result {
+            Err(SourceError::Config(msg)) => msg,
+            other => panic!("expected Config, got {other:?}"),
+        }
+    }
+
     #[test]
     fn rev_defaults_to_head_and_keeps_what_was_given() {
         let repo = Repo::new();
@@ -673,46 +735,102 @@ mod tests {
     }
 
     #[test]
-    fn head_in_a_directory_that_is_not_a_repository_is_unavailable_and_names_it() {
+    fn head_in_a_directory_that_is_not_a_repository_is_a_configuration_error_naming_it() {
         let dir = TempDir::new().unwrap();
         let mut source = GitSource::new(dir.path().to_path_buf(), None, None);
-        let msg = unavailable(source.head());
+        let msg = config(source.head());
         assert!(msg.contains(&dir.path().display().to_string()), "{msg}");
         assert!(msg.contains("not a git repository"), "{msg}");
+        assert!(msg.contains("`--repo` / `SENTINEL_REPO`"), "{msg}");
     }
 
     #[test]
-    fn head_in_a_missing_directory_is_unavailable() {
+    fn head_in_a_missing_directory_is_a_configuration_error() {
         let dir = TempDir::new().unwrap();
         let missing = dir.path().join("nope");
         let mut source = GitSource::new(missing.clone(), None, None);
-        let msg = unavailable(source.head());
+        let msg = config(source.head());
         assert!(msg.contains(&missing.display().to_string()), "{msg}");
+        assert!(msg.contains("`--repo` / `SENTINEL_REPO`"), "{msg}");
     }
 
     #[test]
-    fn head_of_an_unknown_revision_is_unavailable() {
+    fn head_of_an_unknown_revision_is_a_configuration_error() {
         let repo = Repo::new();
         repo.write("a", "a");
         repo.commit("one");
         let mut source = GitSource::new(repo.path().to_path_buf(), Some("nope".into()), None);
-        let msg = unavailable(source.head());
-        assert!(msg.contains("nope"), "{msg}");
+        let msg = config(source.head());
+        assert!(msg.contains("`nope`"), "{msg}");
+        assert!(msg.contains("`--branch` / `SENTINEL_BRANCH`"), "{msg}");
     }
 
     #[test]
-    fn head_of_a_path_no_commit_touches_is_unavailable() {
+    fn head_of_a_path_no_commit_touches_is_a_configuration_error() {
         let repo = Repo::new();
         repo.write("a", "a");
         repo.commit("one");
-        let msg = unavailable(repo.source(Some("docs")).head());
-        assert!(msg.contains("docs"), "{msg}");
+        let msg = config(repo.source(Some("docs")).head());
+        assert!(msg.contains("`docs`"), "{msg}");
+        assert!(msg.contains("`--path` / `SENTINEL_PATH`"), "{msg}");
     }
 
     #[test]
-    fn head_of_an_empty_repository_is_unavailable() {
+    fn head_of_a_path_that_was_deleted_is_the_commit_that_deleted_it() {
         let repo = Repo::new();
-        unavailable(repo.source(None).head());
+        repo.write("docs/a", "a");
+        repo.write("b", "b");
+        repo.commit("one");
+        repo.remove("docs/a");
+        let gone = repo.commit("two");
+        assert_eq!(repo.source(Some("docs")).head(), Ok(gone));
+    }
+
+    #[test]
+    fn head_of_an_empty_repository_is_a_configuration_error() {
+        let repo = Repo::new();
+        config(repo.source(None).head());
+    }
+
+    #[test]
+    fn a_held_lock_or_an_unknown_failure_is_unavailable_and_the_rest_is_config() {
+        let repo = Repo::new();
+        let source = repo.source(None);
+        let held = "fatal: Unable to create '/r/.git/index.lock': File exists.";
+        for (what, reason) in [
+            ("log", held),
+            (
+                "log",
+                "fatal: bad object 1111111111111111111111111111111111111111",
+            ),
+            ("log", "fatal: unable to read tree 2222"),
+            ("ls-tree", "fatal: Not a valid object name 3333"),
+            ("diff-tree", "fatal: bad revision '4444'"),
+            ("history", "fatal: ambiguous argument 'a..b'"),
+        ] {
+            unavailable(Err::<(), _>(source.classified(what, reason)));
+        }
+        for (what, reason) in [
+            ("log", "fatal: bad revision 'mian'"),
+            (
+                "log",
+                "fatal: ambiguous argument 'x': unknown revision or path",
+            ),
+            (
+                "ls-tree",
+                "fatal: not a git repository (or any of the parent directories): .git",
+            ),
+            (
+                "log",
+                "fatal: cannot change to '/nope': No such file or directory",
+            ),
+            (
+                "log",
+                "fatal: detected dubious ownership in repository at '/r'",
+            ),
+        ] {
+            config(Err::<(), _>(source.classified(what, reason)));
+        }
     }
 
     #[test]
@@ -847,7 +965,7 @@ mod tests {
         repo.write("a", "a");
         repo.commit("one");
         let mut source = GitSource::new(repo.path().to_path_buf(), Some("--all".into()), None);
-        unavailable(source.head());
+        assert!(config(source.head()).contains("bad revision '--all'"));
         unavailable(source.list("--name-only"));
         unavailable(source.changes("--stat", "HEAD"));
     }

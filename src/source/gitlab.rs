@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{Change, Entry, RequestCounts, Source, SourceError};
+use super::{Change, Entry, Listing, RequestCounts, Source, SourceError};
 
 /// The most a `Retry-After` is honoured; a longer wait ends the request.
 const MAX_RETRY_WAIT: Duration = Duration::from_secs(60);
@@ -161,11 +161,19 @@ pub fn encode(s: &str) -> String {
 fn origin_of(url: &str) -> Option<String> {
     let (scheme, rest) = url.split_once("://")?;
     let host = rest.split(['/', '?', '#']).next()?;
-    Some(format!(
-        "{}://{}",
-        scheme.to_ascii_lowercase(),
-        host.to_ascii_lowercase()
-    ))
+    let (scheme, host) = (scheme.to_ascii_lowercase(), host.to_ascii_lowercase());
+    // `https://h:443` and `https://h` are one origin: a default port written
+    // out must not make GitLab's own links look foreign.
+    let default_port = match scheme.as_str() {
+        "https" => ":443",
+        "http" => ":80",
+        _ => "",
+    };
+    let host = match default_port {
+        "" => host.as_str(),
+        port => host.strip_suffix(port).unwrap_or(&host),
+    };
+    Some(format!("{scheme}://{host}"))
 }
 
 impl GitLabSource {
@@ -381,11 +389,13 @@ impl GitLabSource {
                 self.cfg.project
             )),
             404 if message.contains("Project") => SourceError::Config(format!(
-                "GitLab has no project `{}` visible to this token (404): set SENTINEL_PROJECT (or CI_PROJECT_ID) to its numeric id or `group/project`",
+                "GitLab has no project `{}` visible to this token (404): set `--project` / `SENTINEL_PROJECT` (or `CI_PROJECT_ID`) to its numeric id or `group/project`",
                 self.cfg.project
             )),
+            // The head lookup names only the project and the branch: any
+            // other 404 there is the branch (`404 Ref Not Found`).
             404 if kind == Kind::Head => SourceError::Config(format!(
-                "GitLab cannot find branch `{}` of project `{}` (404 {message}): set SENTINEL_BRANCH (or CI_DEFAULT_BRANCH)",
+                "GitLab cannot find branch `{}` of project `{}` (404 {message}): check `--branch` / `SENTINEL_BRANCH` (or `CI_DEFAULT_BRANCH`)",
                 self.cfg.branch, self.cfg.project
             )),
             status => SourceError::Unavailable(format!(
@@ -415,10 +425,34 @@ impl GitLabSource {
                 )
             ))
         })?;
-        let next = reply
-            .link_next
-            .filter(|n| origin_of(n).as_deref() == Some(self.origin.as_str()));
-        Ok((parsed, next))
+        Ok((parsed, reply.link_next))
+    }
+
+    /// The next page GitLab names, when it is on the configured origin. A
+    /// link to another origin (scheme, host or port) is not followed, so the
+    /// token never travels there; `Err` says why the pages stop here.
+    fn next_page(&self, link: Option<String>) -> Result<Option<String>, String> {
+        match link {
+            Some(l) if origin_of(&l).as_deref() != Some(self.origin.as_str()) => Err(format!(
+                "a next link to another origin (`{}`) was not followed, as the token is only sent to `{}`; if the link names GitLab's own address, set `SENTINEL_GITLAB_URL` to it",
+                self.redact(&l),
+                self.origin
+            )),
+            next => Ok(next),
+        }
+    }
+
+    /// The watched regular files of one tree page.
+    fn tree_entries(&self, items: Vec<TreeItem>) -> Vec<Entry> {
+        items
+            .into_iter()
+            .filter(|i| i.kind == "blob" && is_regular_file(&i.mode) && is_object_id(&i.id))
+            .filter(|i| self.under_path(&i.path))
+            .map(|i| Entry {
+                path: i.path,
+                blob: i.id,
+            })
+            .collect()
     }
 
     fn under_path(&self, path: &str) -> bool {
@@ -446,34 +480,35 @@ impl GitLabSource {
 const MAX_PAGES: usize = 5_000;
 
 /// Pagination that cannot loop: a page seen before, an empty page that still
-/// names a next one, or too many pages end the listing as failed.
+/// names a next one, or too many pages stop it (`Err` says why).
 #[derive(Default)]
 struct Pages {
     seen: std::collections::HashSet<String>,
 }
 
 impl Pages {
-    fn visit(&mut self, url: &str) -> Result<(), SourceError> {
+    fn visit(&mut self, url: &str) -> Result<(), String> {
         if self.seen.len() >= MAX_PAGES {
-            return Err(SourceError::Unavailable(format!(
+            return Err(format!(
                 "GitLab's pagination went past {MAX_PAGES} pages; stopped"
-            )));
+            ));
         }
         if !self.seen.insert(url.to_string()) {
-            return Err(SourceError::Unavailable(
-                "GitLab's next page links back to a page already read; stopped".into(),
-            ));
+            return Err("GitLab's next page links back to a page already read; stopped".into());
         }
         Ok(())
     }
 
-    fn check(&self, empty: bool, has_next: bool) -> Result<(), SourceError> {
+    fn check(&self, empty: bool, has_next: bool) -> Result<(), String> {
         if empty && has_next {
-            return Err(SourceError::Unavailable(
-                "GitLab sent an empty page that still names a next one; stopped".into(),
-            ));
+            return Err("GitLab sent an empty page that still names a next one; stopped".into());
         }
         Ok(())
+    }
+
+    /// Pages visited so far.
+    fn count(&self) -> usize {
+        self.seen.len()
     }
 }
 
@@ -583,10 +618,14 @@ impl Source for GitLabSource {
             url.push_str(&format!("&path={}", encode(path)));
         }
         let (commits, _): (Vec<Commit>, _) = self.get_json(Kind::Head, &url)?;
+        // An empty list is GitLab's answer for a path that no commit of the
+        // branch ever touched (a deleted path still names the commit that
+        // deleted it): it will not pass by itself.
         let first = commits.into_iter().next().ok_or_else(|| {
-            SourceError::Unavailable(format!(
-                "no commit on `{}` touches `{}`",
+            SourceError::Config(format!(
+                "no commit on branch `{}` of project `{}` touches `{}`: the path never existed on this branch; check `--path` / `SENTINEL_PATH` (and `--branch` / `SENTINEL_BRANCH`)",
                 self.cfg.branch,
+                self.cfg.project,
                 self.cfg.path.as_deref().unwrap_or(".")
             ))
         })?;
@@ -600,6 +639,20 @@ impl Source for GitLabSource {
     }
 
     fn list(&mut self, at: &str) -> Result<Vec<Entry>, SourceError> {
+        let listing = self.listing(at)?;
+        match listing.incomplete {
+            None => Ok(listing.entries),
+            Some(why) => Err(SourceError::Unavailable(format!(
+                "the listing is incomplete: {why}"
+            ))),
+        }
+    }
+
+    /// Every page GitLab links to on the configured origin. A page after the
+    /// first that fails, a link to another origin, a loop or the page cap end
+    /// the listing there, incomplete; a configuration error, or a failure
+    /// before anything was seen, fails it.
+    fn listing(&mut self, at: &str) -> Result<Listing, SourceError> {
         let mut url = self.project_url(&format!(
             "tree?ref={}&recursive=true&per_page=100&pagination=keyset",
             encode(at)
@@ -610,25 +663,41 @@ impl Source for GitLabSource {
         let mut entries = Vec::new();
         let mut next = Some(url);
         let mut pages = Pages::default();
+        let mut incomplete = None;
         while let Some(page) = next.take() {
-            pages.visit(&page)?;
-            let (items, link): (Vec<TreeItem>, _) = self.get_json(Kind::List, &page)?;
-            pages.check(items.is_empty(), link.is_some())?;
-            entries.extend(
-                items
-                    .into_iter()
-                    .filter(|i| i.kind == "blob" && is_regular_file(&i.mode) && is_object_id(&i.id))
-                    .filter(|i| self.under_path(&i.path))
-                    .map(|i| Entry {
-                        path: i.path,
-                        blob: i.id,
-                    }),
-            );
-            next = link;
+            if let Err(why) = pages.visit(&page) {
+                incomplete = Some(why);
+                break;
+            }
+            let (items, link): (Vec<TreeItem>, _) = match self.get_json(Kind::List, &page) {
+                Ok(answer) => answer,
+                Err(e @ SourceError::Config(_)) => return Err(e),
+                Err(e) if pages.count() == 1 => return Err(e),
+                Err(e) => {
+                    incomplete = Some(format!("page {} failed: {e}", pages.count()));
+                    break;
+                }
+            };
+            if let Err(why) = pages.check(items.is_empty(), link.is_some()) {
+                incomplete = Some(why);
+                break;
+            }
+            entries.extend(self.tree_entries(items));
+            next = self.next_page(link).unwrap_or_else(|why| {
+                incomplete = Some(why);
+                None
+            });
         }
         entries.sort_by(|a, b| a.path.cmp(&b.path));
         entries.dedup_by(|a, b| a.path == b.path);
-        Ok(entries)
+        match incomplete {
+            // Nothing seen is nothing learned: the listing failed.
+            Some(why) if entries.is_empty() => Err(SourceError::Unavailable(why)),
+            incomplete => Ok(Listing {
+                entries,
+                incomplete,
+            }),
+        }
     }
 
     fn changes(&mut self, from: &str, to: &str) -> Result<Vec<Change>, SourceError> {
@@ -703,16 +772,18 @@ impl Source for GitLabSource {
             let mut paths = Vec::new();
             let mut pages = Pages::default();
             while let Some(page) = next.take() {
-                pages.visit(&page)?;
+                pages.visit(&page).map_err(SourceError::Unavailable)?;
                 let (diffs, link): (Vec<Diff>, _) = self.get_json(Kind::History, &page)?;
-                pages.check(diffs.is_empty(), link.is_some())?;
+                pages
+                    .check(diffs.is_empty(), link.is_some())
+                    .map_err(SourceError::Unavailable)?;
                 paths.extend(
                     diffs
                         .into_iter()
                         .flat_map(|d| [d.old_path, d.new_path])
                         .filter(|p| self.under_path(p)),
                 );
-                next = link;
+                next = self.next_page(link).map_err(SourceError::Unavailable)?;
             }
             paths.sort();
             paths.dedup();
@@ -781,6 +852,22 @@ mod tests {
         assert_ne!(
             origin_of("http://127.0.0.1:1/a"),
             origin_of("http://127.0.0.2:1/a")
+        );
+        assert_ne!(
+            origin_of("http://g.example:8080/a"),
+            origin_of("https://g.example:8080/a")
+        );
+        assert_eq!(
+            origin_of("https://g.example:443/a"),
+            origin_of("https://G.example/b")
+        );
+        assert_eq!(
+            origin_of("http://g.example:80/a").as_deref(),
+            Some("http://g.example")
+        );
+        assert_ne!(
+            origin_of("https://g.example:8443/a"),
+            origin_of("https://g.example/a")
         );
     }
 

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use sha2::{Digest, Sha256};
 
-use super::{Change, Entry, RequestCounts, Source, SourceError};
+use super::{Change, Entry, Listing, RequestCounts, Source, SourceError};
 use crate::gate::policy::hex;
 
 /// Calls made to a `MemorySource`, per method.
@@ -26,6 +26,9 @@ pub struct MemorySource {
     pub fail_changes: bool,
     /// When set, `list` fails.
     pub fail_list: bool,
+    /// When set, a listing sees only the first this many files, as a paged
+    /// source whose later pages could not be read.
+    pub cut_list: Option<usize>,
     /// What `reverts` answers: paths touched by each revert commit.
     pub reverts: Vec<Vec<String>>,
     pub calls: Calls,
@@ -84,6 +87,14 @@ impl Source for MemorySource {
     }
 
     fn list(&mut self, at: &str) -> Result<Vec<Entry>, SourceError> {
+        let listing = self.listing(at)?;
+        match listing.incomplete {
+            None => Ok(listing.entries),
+            Some(why) => Err(SourceError::Unavailable(why)),
+        }
+    }
+
+    fn listing(&mut self, at: &str) -> Result<Listing, SourceError> {
         self.calls.list += 1;
         if self.fail_list {
             return Err(SourceError::Unavailable("listing failed".into()));
@@ -91,13 +102,25 @@ impl Source for MemorySource {
         let tree = self
             .tree(at)
             .ok_or_else(|| SourceError::Unavailable(format!("unknown commit {at}")))?;
-        Ok(tree
+        let mut entries: Vec<Entry> = tree
             .iter()
             .map(|(p, c)| Entry {
                 path: p.clone(),
                 blob: blob_id(c),
             })
-            .collect())
+            .collect();
+        let incomplete = match self.cut_list {
+            Some(n) if n < entries.len() => {
+                let total = entries.len();
+                entries.truncate(n);
+                Some(format!("cut after {n} of {total} files"))
+            }
+            _ => None,
+        };
+        Ok(Listing {
+            entries,
+            incomplete,
+        })
     }
 
     fn changes(&mut self, from: &str, to: &str) -> Result<Vec<Change>, SourceError> {

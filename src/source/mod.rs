@@ -14,6 +14,30 @@ pub struct Entry {
     pub blob: String,
 }
 
+/// What a listing saw, and whether that is the whole tree. Only a complete
+/// listing can tell that a file is gone: a file it did not see may simply be
+/// on a page that could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Listing {
+    pub entries: Vec<Entry>,
+    /// Why the listing stopped before the end; `None` when it is complete.
+    pub incomplete: Option<String>,
+}
+
+impl Listing {
+    /// Every file of the tree.
+    pub fn complete(entries: Vec<Entry>) -> Listing {
+        Listing {
+            entries,
+            incomplete: None,
+        }
+    }
+
+    pub fn is_complete(&self) -> bool {
+        self.incomplete.is_none()
+    }
+}
+
 /// One changed path between two commits.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
@@ -58,8 +82,15 @@ pub use scope::Scope;
 pub trait Source {
     /// The latest commit id that touches the watched path on the branch.
     fn head(&mut self) -> Result<String, SourceError>;
-    /// Every regular file under the watched path at commit `at`.
+    /// Every regular file under the watched path at commit `at`: all of
+    /// them, or an error.
     fn list(&mut self, at: &str) -> Result<Vec<Entry>, SourceError>;
+    /// The files seen under the watched path at commit `at`, saying whether
+    /// they are all of them. A source that can see part of a tree (a paged
+    /// API) overrides this; `list` then fails where the listing is partial.
+    fn listing(&mut self, at: &str) -> Result<Listing, SourceError> {
+        self.list(at).map(Listing::complete)
+    }
     /// The paths under the watched path that differ between two commits.
     fn changes(&mut self, from: &str, to: &str) -> Result<Vec<Change>, SourceError>;
     /// The bytes of one content id, refused when larger than `limit` bytes.

@@ -77,6 +77,9 @@ pub(super) fn scope(cfg: &TickConfig, header: Option<&Header>, current: &Scope) 
 
 /// admit: a poke is admitted at most once per window, before any request.
 /// A tick refused as busy never got here, so it cannot consume the window.
+/// The admitted start is written later (`record_start`), once the tick is
+/// past its configuration errors: a tick that writes nothing else must not
+/// leave a `.start` behind either.
 pub(super) fn admit(cfg: &TickConfig, storage: &mut dyn Storage) -> Result<Option<TickReport>> {
     if !cfg.trigger.is_triggered() {
         return Ok(None);
@@ -101,12 +104,17 @@ pub(super) fn admit(cfg: &TickConfig, storage: &mut dyn Storage) -> Result<Optio
             ));
             Ok(Some(report))
         }
-        admission::Admission::Start if !cfg.dry_run => {
-            storage.write_start(cfg.now)?;
-            Ok(None)
-        }
         admission::Admission::Start => Ok(None),
     }
+}
+
+/// The admitted start of a triggered tick, recorded when the tick is about
+/// to write its journal line or its state (never on a dry run).
+pub(super) fn record_start(cfg: &TickConfig, storage: &mut dyn Storage) -> Result<()> {
+    if cfg.trigger.is_triggered() && !cfg.dry_run {
+        storage.write_start(cfg.now)?;
+    }
+    Ok(())
 }
 
 /// look: the header, the autonomy admission (from the header alone), ONE

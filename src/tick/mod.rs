@@ -79,6 +79,7 @@ pub fn run(cfg: &TickConfig, fx: &mut Effects) -> Result<TickReport> {
     }
     let look = early::look(cfg, header, (scope, rescoped), fx.source)?;
     if !look.verdict.wake {
+        early::record_start(cfg, fx.storage)?;
         return early::idle(cfg, &look, fx.storage, fx.source);
     }
 
@@ -106,6 +107,7 @@ pub fn run(cfg: &TickConfig, fx: &mut Effects) -> Result<TickReport> {
     report.writes = done.writes;
     report.notes = notes;
     let publisher = fx.publisher.as_deref_mut().map(|p| p as &mut dyn Publisher);
+    early::record_start(cfg, fx.storage)?;
     save::write(cfg, &mut state, fx.storage, publisher, &mut report)?;
 
     report.head = look.head;

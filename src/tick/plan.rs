@@ -10,12 +10,14 @@ use super::{Work, fatal};
 use crate::gate::observation;
 use crate::gate::wake::{Detail, Reason, Verdict};
 use crate::llm::protocol;
-use crate::source::{Change, Entry};
+use crate::source::{Change, Listing};
 use crate::state::{FileRecord, Outcome, Proposal, State};
 
 impl Work<'_> {
     /// Bring the remembered tree up to the head and return the files the
-    /// wake is about. `settled` is false when the tree could not be learned.
+    /// wake is about. `settled` is false when the tree could not be learned,
+    /// or only in part (an incomplete listing): the head is then not
+    /// remembered, so a later tick looks at the files not seen again.
     pub(super) fn plan(
         &mut self,
         state: &mut State,
@@ -27,7 +29,7 @@ impl Work<'_> {
             self.notes
                 .push("moved to a new scope: the tree was listed whole".into());
             return Ok(match self.list(state, &at)? {
-                Some(_) => (true, state.files.keys().cloned().collect()),
+                Some(c) => (!c.incomplete, state.files.keys().cloned().collect()),
                 None => (false, Vec::new()),
             });
         }
@@ -35,13 +37,13 @@ impl Work<'_> {
             Reason::FirstRun | Reason::ShaUnavailable => {
                 let at = head.unwrap_or(&self.cfg.rev).to_string();
                 match self.list(state, &at)? {
-                    Some(_) => (true, state.files.keys().cloned().collect()),
+                    Some(c) => (!c.incomplete, state.files.keys().cloned().collect()),
                     None => (false, Vec::new()),
                 }
             }
             Reason::RepoChanged => match &verdict.detail {
                 Some(Detail::Change { from, to }) => match self.follow(state, from, to)? {
-                    Some(changed) => (true, with_dependents(state, changed)),
+                    Some(changed) => (!changed.incomplete, with_dependents(state, changed)),
                     None => (false, Vec::new()),
                 },
                 _ => (false, Vec::new()),
@@ -112,10 +114,17 @@ impl Work<'_> {
     }
 
     /// List the tree at `at` and make it the remembered one; `None` when the
-    /// listing failed (noted).
+    /// listing failed (noted). An incomplete listing is noted too.
     fn list(&mut self, state: &mut State, at: &str) -> Result<Option<Changed>> {
-        match self.source.list(at) {
-            Ok(entries) => Ok(Some(self.sync(state, entries))),
+        match self.source.listing(at) {
+            Ok(listing) => {
+                if let Some(why) = &listing.incomplete {
+                    self.notes.push(format!(
+                        "the listing is incomplete: {why}; no file was forgotten"
+                    ));
+                }
+                Ok(Some(self.sync(state, listing)))
+            }
             Err(e) => {
                 let e = fatal(e)?;
                 self.notes.push(format!("listing failed: {e}"));
@@ -210,19 +219,27 @@ impl Work<'_> {
         Ok(())
     }
 
-    /// Replace the remembered tree with a listing; returns the changed paths.
-    fn sync(&mut self, state: &mut State, entries: Vec<Entry>) -> Changed {
-        let mut changed = Changed::default();
-        let listed: BTreeSet<&str> = entries.iter().map(|e| e.path.as_str()).collect();
-        let gone: Vec<String> = state
-            .files
-            .keys()
-            .filter(|p| !listed.contains(p.as_str()))
-            .cloned()
-            .collect();
-        for p in gone {
-            state.files.remove(&p);
-            changed.deleted.push(p);
+    /// Bring the remembered tree up to a listing; returns the changed paths.
+    /// Only a complete listing forgets the files it did not see: one that
+    /// stopped early may have missed them on a page it could not read.
+    fn sync(&mut self, state: &mut State, listing: Listing) -> Changed {
+        let mut changed = Changed {
+            incomplete: !listing.is_complete(),
+            ..Changed::default()
+        };
+        let entries = listing.entries;
+        if !changed.incomplete {
+            let listed: BTreeSet<&str> = entries.iter().map(|e| e.path.as_str()).collect();
+            let gone: Vec<String> = state
+                .files
+                .keys()
+                .filter(|p| !listed.contains(p.as_str()))
+                .cloned()
+                .collect();
+            for p in gone {
+                state.files.remove(&p);
+                changed.deleted.push(p);
+            }
         }
         for e in &entries {
             match state.files.get_mut(&e.path) {
@@ -271,6 +288,8 @@ struct Changed {
     added: Vec<String>,
     modified: Vec<String>,
     deleted: Vec<String>,
+    /// Learned from an incomplete listing: files not seen were kept.
+    incomplete: bool,
 }
 
 fn apply_changes(state: &mut State, changes: Vec<Change>, now: DateTime<Utc>) -> Changed {

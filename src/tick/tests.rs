@@ -238,6 +238,51 @@ fn a_deleted_file_leaves_the_tree() {
 }
 
 #[test]
+fn an_incomplete_listing_forgets_no_file_and_leaves_the_head_to_a_later_tick() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut src = five_files();
+    tick(&cfg(dir.path(), t0()), &mut src);
+    let before = load(dir.path()).wake;
+    // A commit keeps two files and changes one; the compare fails, and the
+    // listing that stands in for it sees only the first file.
+    let head = src.commit(&[
+        ("libs/shared/README.md", "# shared v2\n"),
+        ("libs/shared/a.js", "// a\nmodule.exports = 1;\n"),
+    ]);
+    src.fail_changes = true;
+    src.cut_list = Some(1);
+    let (r, _) = tick(&cfg(dir.path(), t0() + Duration::minutes(2)), &mut src);
+    assert_eq!(r.exit_code, 12);
+    let note = "the listing is incomplete: cut after 1 of 2 files; no file was forgotten";
+    assert!(r.notes.iter().any(|n| n == note), "{:?}", r.notes);
+    let state = load(dir.path());
+    assert_eq!(
+        state.files.len(),
+        5,
+        "a file that was not seen was forgotten"
+    );
+    let readme = &state.files["libs/shared/README.md"].blob;
+    assert_eq!(readme, &crate::source::memory::blob_id(b"# shared v2\n"));
+    assert_eq!(
+        state.wake.last_head, before.last_head,
+        "the head was settled"
+    );
+
+    // The next tick wakes for the same change; a complete listing settles it.
+    src.cut_list = None;
+    let (r, _) = tick(&cfg(dir.path(), t0() + Duration::minutes(4)), &mut src);
+    assert_eq!(r.exit_code, 12);
+    let state = load(dir.path());
+    assert_eq!(
+        state.files.keys().collect::<Vec<_>>(),
+        ["libs/shared/README.md", "libs/shared/a.js"]
+    );
+    assert_eq!(state.wake.last_head.as_deref(), Some(head.as_str()));
+    let (r, _) = tick(&cfg(dir.path(), t0() + Duration::minutes(6)), &mut src);
+    assert_eq!(r.exit_code, 0);
+}
+
+#[test]
 fn backlog_keeps_every_file_and_evaluates_each_once() {
     let dir = tempfile::tempdir().unwrap();
     let mut src = MemorySource::new();

@@ -1296,6 +1296,160 @@ fn gitlab_a_listing_whose_next_page_links_back_to_itself_ends_instead_of_looping
     assert!(notes(&r).starts_with("listing failed: "), "{}", notes(&r));
 }
 
+/// 150 files: two listing pages of 100 and 50.
+fn one_hundred_and_fifty() -> Sandbox {
+    let names: Vec<String> = (0..150).map(|i| format!("m{i:03}.js")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    Sandbox::with_files(&refs)
+}
+
+/// How many files the state remembers.
+fn tracked(sb: &Sandbox) -> u64 {
+    sb.stats()["novelty"]["tracked_files"].as_u64().unwrap()
+}
+
+/// The first listing page as GitLab serves it, with its `Link: rel="next"`
+/// pointed at `origin`; and that link.
+fn first_page_linking_to(sb: &Sandbox, gl: &FakeGitLab, origin: &str) -> (Reply, String) {
+    let (status, headers, body) = fetch(&first_page_url(sb, gl));
+    let next = next_of(&headers).replacen(&gl.origin(), origin, 1);
+    assert!(next.starts_with(origin), "{next}");
+    let mut headers: Vec<_> = headers.into_iter().filter(|(k, _)| k != "link").collect();
+    headers.push(("Link".into(), format!("<{next}>; rel=\"next\"")));
+    (fixed(status, headers, body), next)
+}
+
+/// A state that knows all 150 files; then a tick whose head lookup fails
+/// (so the tree is listed) and whose first page links to `origin`: all 150
+/// files are kept, a note names the link, and the other origin is never
+/// asked (the token goes nowhere else).
+#[track_caller]
+fn a_next_link_to(origin: impl Fn(&FakeGitLab) -> String) {
+    let sb = one_hundred_and_fifty();
+    let gl = sb.gitlab();
+    let api = Api::new(&gl);
+    report_of(&gl_tick(&sb, &api, 0, &["--max-reads", "0"]), 10);
+    assert_eq!(tracked(&sb), 150);
+
+    let (page, next) = first_page_linking_to(&sb, &gl, &origin(&gl));
+    gl.push(Endpoint::Commits, Reply::error(500, "500.json"));
+    gl.push(Endpoint::Tree, page);
+    gl.clear_requests();
+    let r = report_of(&gl_tick(&sb, &api, 2, &[]), 11);
+    assert_eq!(r["requests_by_kind"]["list"], 1);
+    let notes = notes(&r);
+    assert!(notes.contains("the listing is incomplete: "), "{notes}");
+    assert!(notes.contains(&next), "{notes}\ndoes not name {next}");
+    assert!(notes.contains("no file was forgotten"), "{notes}");
+    assert!(!notes.contains(TOKEN));
+    assert_eq!(tracked(&sb), 150, "a file that was not seen was forgotten");
+    let home = gl.origin().replace("http://", "");
+    for request in gl.requests() {
+        assert_eq!(request.header("host"), Some(home.as_str()), "{request:?}");
+    }
+    assert_eq!(gl.queued(), 0);
+}
+
+#[test]
+fn a_next_link_to_another_origin_forgets_nothing() {
+    a_next_link_to(FakeGitLab::other_host_origin);
+}
+
+#[test]
+fn a_next_link_to_https_on_the_same_host_and_port_is_another_origin() {
+    a_next_link_to(|gl| gl.origin().replace("http://", "https://"));
+}
+
+/// A state that knows all 150 files; one file of the first page changes,
+/// the head lookup fails (so the tree is listed), and the second page is
+/// answered by `page_two`: the first page is learned, nothing is forgotten,
+/// and once GitLab is back the tick settles.
+#[track_caller]
+fn a_second_page(page_two: impl Fn(&Sandbox, &FakeGitLab) -> Reply, why: &str) {
+    let sb = one_hundred_and_fifty();
+    let gl = sb.gitlab();
+    let api = Api::new(&gl);
+    report_of(&gl_tick(&sb, &api, 0, &["--max-reads", "0"]), 10);
+    let changed = format!("{WATCHED}/m000.js");
+    sb.repo.write(&changed, "// m000.js\nmodule.exports = 2;\n");
+    let head = sb.repo.commit("change m000.js");
+
+    let (status, headers, body) = fetch(&first_page_url(&sb, &gl));
+    let second = page_two(&sb, &gl);
+    gl.push(Endpoint::Commits, Reply::error(500, "500.json"));
+    gl.push(Endpoint::Tree, fixed(status, headers, body));
+    gl.push(Endpoint::Tree, second);
+    let r = report_of(&gl_tick(&sb, &api, 2, &[]), 11);
+    assert_eq!(r["requests_by_kind"]["list"], 2);
+    let notes = notes(&r);
+    let wanted = format!("the listing is incomplete: page 2 failed: {why}");
+    assert!(notes.contains(&wanted), "{notes}\nwanted: {wanted}");
+    assert_eq!(tracked(&sb), 150, "a file that was not seen was forgotten");
+    // What the first page showed was learned: the changed file was judged.
+    assert_eq!(entry(&r, &changed)["novelty"], "changed", "{r}");
+
+    // GitLab is back: the head moved, one compare, and the tick settles.
+    let r = report_of(&gl_tick(&sb, &api, 4, &[]), 12);
+    assert_eq!(r["fresh_evaluations"], 0, "{r}");
+    assert_eq!(sb.stats()["wake"]["last_head"], head.as_str());
+    report_of(&gl_tick(&sb, &api, 6, &[]), 0);
+}
+
+#[test]
+fn a_failed_listing_page_forgets_nothing() {
+    a_second_page(
+        |_, _| Reply::error(500, "500.json"),
+        "GitLab answered the tree listing with 500 (Internal Server Error)",
+    );
+}
+
+#[test]
+fn a_listing_page_cut_short_forgets_nothing() {
+    a_second_page(
+        |sb, gl| {
+            let (_, headers, _) = fetch(&first_page_url(sb, gl));
+            let (_, _, body) = fetch(&next_of(&headers));
+            Reply::Truncated {
+                status: 200,
+                declared: body.len(),
+                body: body[..body.len() / 2].to_vec(),
+            }
+        },
+        "GET ",
+    );
+}
+
+#[test]
+fn an_incomplete_first_listing_is_listed_again_until_it_is_complete() {
+    let sb = one_hundred_and_fifty();
+    let gl = sb.gitlab();
+    let api = Api::new(&gl);
+    let (page, _) = first_page_linking_to(&sb, &gl, &gl.other_host_origin());
+    gl.push(Endpoint::Tree, page.clone());
+    let r = report_of(&gl_tick(&sb, &api, 0, &["--max-reads", "0"]), 10);
+    assert_eq!(r["files"].as_array().unwrap().len(), 100);
+    assert_eq!(tracked(&sb), 100);
+    assert_eq!(sb.stats()["wake"]["last_head"], Value::Null, "not settled");
+
+    // The same cut again: another first run, and the files seen are reused
+    // without a read.
+    gl.push(Endpoint::Tree, page);
+    let r = report_of(&gl_tick(&sb, &api, 2, &["--max-reads", "0"]), 10);
+    assert_eq!(r["files"].as_array().unwrap().len(), 100);
+    assert_eq!(
+        (r["file_reads"].as_u64(), r["fresh_evaluations"].as_u64()),
+        (Some(0), Some(0))
+    );
+
+    // A complete listing settles the tick; the next one is a no-op.
+    let r = report_of(&gl_tick(&sb, &api, 4, &["--max-reads", "0"]), 10);
+    assert_eq!(r["files"].as_array().unwrap().len(), 150);
+    assert_eq!(r["fresh_evaluations"], 50);
+    assert_eq!(tracked(&sb), 150);
+    assert_eq!(sb.stats()["wake"]["last_head"], sb.repo.head().as_str());
+    report_of(&gl_tick(&sb, &api, 6, &[]), 0);
+}
+
 #[test]
 fn gitlab_two_retry_after_headers_on_a_listing_429_wait_the_first_and_retry() {
     let sb = Sandbox::with_files(&FIVE);
