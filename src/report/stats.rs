@@ -163,17 +163,7 @@ pub fn compute(state: &State, unsaved: u64, now: DateTime<Utc>, daily_budget: f6
                 *m.entry(status.as_str().to_string()).or_default() += 1;
                 m
             }),
-        reviews: ReviewStats {
-            next_path: state.next_review.as_ref().map(|r| r.path.clone()),
-            next_at: state.next_review.as_ref().map(|r| r.at),
-            by_interval_days: state.files.values().filter_map(|r| r.review.as_ref()).fold(
-                BTreeMap::new(),
-                |mut m, r| {
-                    *m.entry(r.interval_days).or_default() += 1;
-                    m
-                },
-            ),
-        },
+        reviews: review_stats(state),
         autonomy: AutonomyStats {
             used_today: crate::gate::autonomy::used_on(&state.autonomy, now),
             last_admission: state.autonomy.last_reason.clone(),
@@ -184,6 +174,21 @@ pub fn compute(state: &State, unsaved: u64, now: DateTime<Utc>, daily_budget: f6
             advisories: state.llm.advisories.clone(),
             calibrated: state.llm.calibrated.clone(),
         },
+    }
+}
+
+/// The next review due and the files with a review schedule, by interval.
+fn review_stats(state: &State) -> ReviewStats {
+    ReviewStats {
+        next_path: state.next_review.as_ref().map(|r| r.path.clone()),
+        next_at: state.next_review.as_ref().map(|r| r.at),
+        by_interval_days: state.files.values().filter_map(|r| r.review.as_ref()).fold(
+            BTreeMap::new(),
+            |mut m, r| {
+                *m.entry(r.interval_days).or_default() += 1;
+                m
+            },
+        ),
     }
 }
 
@@ -230,10 +235,28 @@ fn table(title: &str, rows: Vec<(String, String)>) -> String {
     t.to_string()
 }
 
-/// The three tables `sentinel stats` prints.
+/// The tables `sentinel stats` prints, the bill's last and only when
+/// `sentinel costs` found anything.
 pub fn render(s: &Stats) -> String {
-    let w = &s.wake;
-    let mut wake = vec![
+    format!(
+        "{}\n{}\n{}\n{}\n{}\n{}\n{}\n",
+        table("wake gate", wake_rows(&s.wake)),
+        table("novelty gate", novelty_rows(&s.novelty)),
+        table("outcomes", outcome_rows(&s.outcomes)),
+        table("advisor", advisor_rows(&s.llm)),
+        table("observations", observation_rows(&s.observations)),
+        table(
+            "lifecycle and reviews",
+            lifecycle_rows(&s.lifecycle, &s.reviews)
+        ),
+        table("autonomy", autonomy_rows(&s.autonomy))
+    ) + &bill_table(&s.bill)
+}
+
+/// The wake gate's rows: a `by_reason` row only for the reasons seen, in
+/// `Reason::ALL` order.
+fn wake_rows(w: &WakeStats) -> Vec<(String, String)> {
+    let mut rows = vec![
         ("ticks".to_string(), w.ticks.to_string()),
         ("wakes".into(), w.wakes.to_string()),
         ("noops".into(), w.noops.to_string()),
@@ -241,16 +264,20 @@ pub fn render(s: &Stats) -> String {
     ];
     for r in Reason::ALL {
         if let Some(n) = w.by_reason.get(r.as_str()) {
-            wake.push((format!("by_reason.{}", r.as_str()), n.to_string()));
+            rows.push((format!("by_reason.{}", r.as_str()), n.to_string()));
         }
     }
-    wake.extend([
+    rows.extend([
         ("unsaved_noops".into(), w.unsaved_noops.to_string()),
         ("last_wake_reason".into(), opt(&w.last_wake_reason)),
         ("last_head".into(), opt(&w.last_head)),
     ]);
-    let n = &s.novelty;
-    let novelty = vec![
+    rows
+}
+
+/// The novelty gate's rows.
+fn novelty_rows(n: &NoveltyStats) -> Vec<(String, String)> {
+    vec![
         ("tracked_files".to_string(), n.tracked_files.to_string()),
         ("fresh_evaluations".into(), n.fresh_evaluations.to_string()),
         ("reuses".into(), n.reuses.to_string()),
@@ -261,24 +288,33 @@ pub fn render(s: &Stats) -> String {
         ),
         ("file_reads".into(), n.file_reads.to_string()),
         ("pending".into(), n.pending.to_string()),
-    ];
-    let outcomes = Outcome::ALL
+    ]
+}
+
+/// One row per outcome that happened at least once, in `Outcome::ALL`
+/// order; a placeholder row keeps the table from being empty.
+fn outcome_rows(outcomes: &BTreeMap<String, u64>) -> Vec<(String, String)> {
+    let rows = Outcome::ALL
         .iter()
         .filter(|o| **o != Outcome::Pending)
         .map(|o| {
-            let count = s.outcomes.get(o.as_str()).copied().unwrap_or(0);
+            let count = outcomes.get(o.as_str()).copied().unwrap_or(0);
             (o.as_str().to_string(), count.to_string())
         })
         .filter(|(_, c)| c != "0")
         .collect::<Vec<_>>();
-    let outcomes = if outcomes.is_empty() {
+    if rows.is_empty() {
         vec![("(none yet)".to_string(), String::new())]
     } else {
-        outcomes
-    };
-    let l = &s.llm;
+        rows
+    }
+}
+
+/// The advisor's rows: today's spend against the budget, the circuit, the
+/// failures by class and the lifetime figures.
+fn advisor_rows(l: &LlmStats) -> Vec<(String, String)> {
     let usd = |v: f64| format!("${v:.4}");
-    let mut llm = vec![
+    let mut rows = vec![
         ("calls_today".to_string(), l.calls_today.to_string()),
         ("cost_today (measured)".into(), usd(l.cost_today_measured)),
         ("cost_today (estimated)".into(), usd(l.cost_today_estimated)),
@@ -288,7 +324,7 @@ pub fn render(s: &Stats) -> String {
         ),
     ];
     match &l.circuit {
-        Some(c) if c.open => llm.push((
+        Some(c) if c.open => rows.push((
             "circuit".into(),
             format!(
                 "open: {} until {} ({})",
@@ -297,12 +333,12 @@ pub fn render(s: &Stats) -> String {
                 c.advice
             ),
         )),
-        _ => llm.push(("circuit".into(), "closed".into())),
+        _ => rows.push(("circuit".into(), "closed".into())),
     }
     for (class, n) in &l.failures_by_class {
-        llm.push((format!("failures.{class}"), n.to_string()));
+        rows.push((format!("failures.{class}"), n.to_string()));
     }
-    llm.extend([
+    rows.extend([
         ("budget_refusals".into(), l.budget_refusals.to_string()),
         ("lifetime_calls".into(), l.lifetime_calls.to_string()),
         (
@@ -316,27 +352,35 @@ pub fn render(s: &Stats) -> String {
         ("attempts (retries included)".into(), l.attempts.to_string()),
         ("open_proposals".into(), l.open_proposals.len().to_string()),
     ]);
-    let o = &s.observations;
-    let mut obs = vec![
+    rows
+}
+
+/// The observations' rows: what is watched, its labels, and how the graded
+/// predictions fared.
+fn observation_rows(o: &crate::gate::observation::ObservationStats) -> Vec<(String, String)> {
+    let mut rows = vec![
         ("watching".to_string(), o.watching.to_string()),
         ("due".into(), o.due.to_string()),
     ];
     for (category, n) in &o.by_category {
-        obs.push((format!("labelled {category}"), n.to_string()));
+        rows.push((format!("labelled {category}"), n.to_string()));
     }
-    obs.extend([
+    rows.extend([
         ("predictions resolved".into(), o.resolved.to_string()),
         ("correct".into(), o.correct.to_string()),
         ("wrong".into(), o.wrong.to_string()),
         ("accuracy".into(), opt(&o.accuracy)),
     ]);
-    let mut life: Vec<(String, String)> = s
-        .lifecycle
+    rows
+}
+
+/// Files by lifecycle status, then the next review and the review intervals.
+fn lifecycle_rows(lifecycle: &BTreeMap<String, u64>, r: &ReviewStats) -> Vec<(String, String)> {
+    let mut rows: Vec<(String, String)> = lifecycle
         .iter()
         .map(|(k, v)| (k.clone(), v.to_string()))
         .collect();
-    let r = &s.reviews;
-    life.push((
+    rows.push((
         "next review".into(),
         match (&r.next_path, &r.next_at) {
             (Some(p), Some(at)) => format!("{p} at {}", at.to_rfc3339()),
@@ -344,25 +388,19 @@ pub fn render(s: &Stats) -> String {
         },
     ));
     for (days, n) in &r.by_interval_days {
-        life.push((format!("reviewed every {days} d"), n.to_string()));
+        rows.push((format!("reviewed every {days} d"), n.to_string()));
     }
-    let a = &s.autonomy;
-    let auto = vec![
+    rows
+}
+
+/// The autonomy's rows.
+fn autonomy_rows(a: &AutonomyStats) -> Vec<(String, String)> {
+    vec![
         ("used today".to_string(), a.used_today.to_string()),
         ("last admission".into(), opt(&a.last_admission)),
         ("reconsiderations (lifetime)".into(), a.lifetime.to_string()),
         ("pending triggers".into(), a.triggers.to_string()),
-    ];
-    format!(
-        "{}\n{}\n{}\n{}\n{}\n{}\n{}\n",
-        table("wake gate", wake),
-        table("novelty gate", novelty),
-        table("outcomes", outcomes),
-        table("advisor", llm),
-        table("observations", obs),
-        table("lifecycle and reviews", life),
-        table("autonomy", auto)
-    ) + &bill_table(&s.bill)
+    ]
 }
 
 /// The advisories of `sentinel costs` and the calibrated costs, when there are any.
@@ -387,18 +425,52 @@ fn bill_table(b: &BillStats) -> String {
 /// The counters in the Prometheus text format, for the node-exporter
 /// textfile collector: HELP and TYPE before every metric, `sentinel_` names.
 pub fn prometheus(s: &Stats) -> String {
-    use std::fmt::Write;
-    let mut out = String::new();
-    let mut metric = |name: &str, kind: &str, help: &str, samples: &[(String, f64)]| {
-        let _ = writeln!(out, "# HELP sentinel_{name} {help}");
-        let _ = writeln!(out, "# TYPE sentinel_{name} {kind}");
+    let mut out = Exposition::default();
+    wake_metrics(&mut out, &s.wake);
+    novelty_metrics(&mut out, &s.novelty);
+    advisor_metrics(&mut out, &s.llm);
+    let o = &s.observations;
+    out.metric(
+        "predictions_total",
+        "counter",
+        "Graded stability predictions, by result.",
+        &[
+            ("{result=\"correct\"}".into(), o.correct as f64),
+            ("{result=\"wrong\"}".into(), o.wrong as f64),
+        ],
+    );
+    out.text
+}
+
+/// A Prometheus text exposition being written, metric by metric.
+#[derive(Default)]
+struct Exposition {
+    text: String,
+}
+
+impl Exposition {
+    /// One metric: its HELP and TYPE lines, then a line per `(labels, value)`
+    /// sample; `labels` is empty or a whole `{...}` set.
+    fn metric(&mut self, name: &str, kind: &str, help: &str, samples: &[(String, f64)]) {
+        use std::fmt::Write;
+        let _ = writeln!(self.text, "# HELP sentinel_{name} {help}");
+        let _ = writeln!(self.text, "# TYPE sentinel_{name} {kind}");
         for (labels, value) in samples {
-            let _ = writeln!(out, "sentinel_{name}{labels} {value}");
+            let _ = writeln!(self.text, "sentinel_{name}{labels} {value}");
         }
-    };
-    let one = |v: f64| vec![(String::new(), v)];
-    let w = &s.wake;
-    metric(
+    }
+}
+
+/// The single sample of a metric without labels.
+fn one(v: f64) -> Vec<(String, f64)> {
+    vec![(String::new(), v)]
+}
+
+/// The wake gate's metrics. Every reason but `none` (the no-ops have their
+/// own counter) gets a sample, 0 included, so its series exists before its
+/// first wake.
+fn wake_metrics(out: &mut Exposition, w: &WakeStats) {
+    out.metric(
         "ticks_total",
         "counter",
         "Ticks run, no-ops included.",
@@ -413,63 +485,69 @@ pub fn prometheus(s: &Stats) -> String {
         })
         .collect();
     wakes.sort_by(|a, b| a.0.cmp(&b.0));
-    metric(
+    out.metric(
         "wakes_total",
         "counter",
         "Ticks that woke, by wake reason.",
         &wakes,
     );
-    metric(
+    out.metric(
         "noops_total",
         "counter",
         "Ticks that found nothing to do.",
         &one(w.noops as f64),
     );
-    metric(
+    out.metric(
         "unsaved_noops",
         "gauge",
         "No-op ticks counted in the journal, not yet folded into the state.",
         &one(w.unsaved_noops as f64),
     );
-    let n = &s.novelty;
-    metric(
+}
+
+/// The novelty gate's metrics.
+fn novelty_metrics(out: &mut Exposition, n: &NoveltyStats) {
+    out.metric(
         "reuses_total",
         "counter",
         "Remembered decisions reused without a read.",
         &one(n.reuses as f64),
     );
-    metric(
+    out.metric(
         "fresh_evaluations_total",
         "counter",
         "Files evaluated afresh.",
         &one(n.fresh_evaluations as f64),
     );
-    metric(
+    out.metric(
         "tracked_files",
         "gauge",
         "Files with a remembered decision.",
         &one(n.tracked_files as f64),
     );
-    metric(
+    out.metric(
         "pending_files",
         "gauge",
         "Files waiting in the backlog.",
         &one(n.pending as f64),
     );
-    let l = &s.llm;
-    metric(
+}
+
+/// The advisor's metrics: calls, attempts, today's cost and budget, the circuit.
+fn advisor_metrics(out: &mut Exposition, l: &LlmStats) {
+    out.metric(
         "model_calls_total",
         "counter",
         "Model calls settled in the budget.",
         &one(l.lifetime_calls as f64),
     );
-    metric(
+    out.metric(
         "model_attempts_total",
         "counter",
         "HTTP attempts to the model provider, retries included.",
         &one(l.attempts as f64),
     );
-    metric(
+    out.metric(
         "cost_today_usd",
         "gauge",
         "Model cost today (UTC); measured from usage, or estimated for models without a price.",
@@ -478,13 +556,13 @@ pub fn prometheus(s: &Stats) -> String {
             ("{kind=\"estimated\"}".into(), l.cost_today_estimated),
         ],
     );
-    metric(
+    out.metric(
         "budget_left_usd",
         "gauge",
         "What is left of today's budget.",
         &one(l.budget_left),
     );
-    metric(
+    out.metric(
         "circuit_open",
         "gauge",
         "1 while the model provider is held by an open circuit.",
@@ -492,17 +570,6 @@ pub fn prometheus(s: &Stats) -> String {
             l.circuit.as_ref().is_some_and(|c| c.open),
         ))),
     );
-    let o = &s.observations;
-    metric(
-        "predictions_total",
-        "counter",
-        "Graded stability predictions, by result.",
-        &[
-            ("{result=\"correct\"}".into(), o.correct as f64),
-            ("{result=\"wrong\"}".into(), o.wrong as f64),
-        ],
-    );
-    out
 }
 
 #[cfg(test)]
