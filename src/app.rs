@@ -293,26 +293,12 @@ fn run_simulate(args: SimulateArgs) -> Result<u8> {
 /// advisor's own history, keep what differs as advisories (and, with
 /// `--calibrate`, the measured cost per call of models without a price).
 fn run_costs(args: crate::cli::CostsArgs) -> Result<u8> {
-    use crate::gate::costs;
-    use crate::llm::admin::{self, AdminClient, AdminConfig, AdminKey};
-    use crate::report::costs::{CostsReport, Pages, render, rows};
+    use crate::llm::admin::{AdminClient, AdminConfig, AdminKey};
+    use crate::report::costs::render;
 
     args.validate()?;
     let get = |k: &str| std::env::var(k).ok();
-    let Some(key) = get(admin::KEY_VAR).filter(|k| !k.trim().is_empty()) else {
-        bail!(
-            "{} is not set: `sentinel costs` reads the bill through OpenAI's Admin API, which needs an organization admin key \
-             (an organization owner creates one under Settings > Organization > Admin keys), not a project API key such as OPENAI_API_KEY",
-            admin::KEY_VAR
-        );
-    };
-    if key.trim().starts_with("sk-proj-") {
-        bail!(
-            "{} holds a project API key (sk-proj-...), which cannot read the bill; set it to an organization admin key \
-             (Settings > Organization > Admin keys)",
-            admin::KEY_VAR
-        );
-    }
+    let key = admin_key(get)?;
     let path = args.state.resolve(&args.repo);
     let missing = || {
         anyhow!(
@@ -345,13 +331,59 @@ fn run_costs(args: crate::cli::CostsArgs) -> Result<u8> {
     let from = to - chrono::Days::new(u64::from(args.days.max(1) - 1));
     let client = AdminClient::new(AdminConfig {
         base_url: args.admin_base(get),
-        key: AdminKey::new(key.trim().to_string()),
+        key: AdminKey::new(key),
         timeout: Duration::from_secs(args.admin_timeout),
         project: args.project_id.clone().filter(|p| !p.trim().is_empty()),
     });
     let bill = client.bill(from.and_time(chrono::NaiveTime::MIN).and_utc(), args.days)?;
+    let report = costs_report(&args, &bill, &mut state.llm, from, to, now);
+    if report.state_written {
+        store::save(&path, &state)?;
+    }
+    if args.json {
+        emit(format!("{}\n", serde_json::to_string(&report)?))?;
+    } else {
+        emit(render(&report))?;
+    }
+    Ok(crate::exit::NONE)
+}
 
-    let ours = &state.llm.days;
+/// The trimmed admin key from the environment, refused when it is missing
+/// or a project key: only an organization admin key may read the bill.
+fn admin_key(get: impl Fn(&str) -> Option<String>) -> Result<String> {
+    use crate::llm::admin;
+    let Some(key) = get(admin::KEY_VAR).filter(|k| !k.trim().is_empty()) else {
+        bail!(
+            "{} is not set: `sentinel costs` reads the bill through OpenAI's Admin API, which needs an organization admin key \
+             (an organization owner creates one under Settings > Organization > Admin keys), not a project API key such as OPENAI_API_KEY",
+            admin::KEY_VAR
+        );
+    };
+    if key.trim().starts_with("sk-proj-") {
+        bail!(
+            "{} holds a project API key (sk-proj-...), which cannot read the bill; set it to an organization admin key \
+             (Settings > Organization > Admin keys)",
+            admin::KEY_VAR
+        );
+    }
+    Ok(key.trim().to_string())
+}
+
+/// Set the bill of `from ..= to` beside the advisor's history in `llm`,
+/// keep in `llm` what the comparison found (and the calibrations), and say
+/// so in the report's `state_written`; the caller saves the state.
+fn costs_report(
+    args: &crate::cli::CostsArgs,
+    bill: &crate::llm::admin::Bill,
+    llm: &mut crate::state::LlmState,
+    from: chrono::NaiveDate,
+    to: chrono::NaiveDate,
+    now: chrono::DateTime<Utc>,
+) -> crate::report::costs::CostsReport {
+    use crate::gate::costs;
+    use crate::report::costs::{CostsReport, Pages, rows};
+
+    let ours = &llm.days;
     let history_since = ours.keys().next().copied();
     let mut notes = bill.notes.clone();
     if history_since.is_none_or(|first| first > from) {
@@ -363,38 +395,21 @@ fn run_costs(args: crate::cli::CostsArgs) -> Result<u8> {
         });
     }
     let found = costs::compare(&bill.days, ours, from, to, args.daily_budget, now);
-    let mut calibrated = Vec::new();
-    if args.calibrate {
-        if bill.complete {
-            calibrated = costs::calibrate(&bill.days, ours, from, to, |m| {
-                crate::llm::prices::builtin(m).is_some()
-            });
-            if calibrated.is_empty() {
-                notes.push(
-                    "nothing calibrated: no day in the window whose bill holds only sentinel's calls to one model without a built-in price"
-                        .to_string(),
-                );
-            }
-        } else {
-            notes.push("not calibrated: the bill is incomplete".to_string());
-        }
-    }
+    let calibrated = if args.calibrate {
+        calibrations(bill, ours, from, to, &mut notes)
+    } else {
+        Vec::new()
+    };
     let by_day = rows(&bill.days, ours, from, to);
-    let mut changed = costs::remember(&mut state.llm.advisories, &found);
+    let mut changed = costs::remember(&mut llm.advisories, &found);
     for c in &calibrated {
-        if state.llm.calibrated.get(&c.model) != Some(&c.per_call) {
-            state.llm.calibrated.insert(c.model.clone(), c.per_call);
+        if llm.calibrated.get(&c.model) != Some(&c.per_call) {
+            llm.calibrated.insert(c.model.clone(), c.per_call);
             changed = true;
         }
     }
-    if changed {
-        store::save(&path, &state)?;
-    }
-    let window = costs::days_between(from, to).collect::<std::collections::BTreeSet<_>>();
-    let in_window = bill.days.iter().filter(|(d, _)| window.contains(d));
-    let (billed_usd, billed_requests) =
-        in_window.fold((0.0, 0), |(usd, n), (_, b)| (usd + b.usd, n + b.requests));
-    let report = CostsReport {
+    let (billed_usd, billed_requests) = billed_in_window(bill, from, to);
+    CostsReport {
         from,
         to,
         days: args.days,
@@ -413,13 +428,48 @@ fn run_costs(args: crate::cli::CostsArgs) -> Result<u8> {
         calibrated,
         state_written: changed,
         notes,
-    };
-    if args.json {
-        emit(format!("{}\n", serde_json::to_string(&report)?))?;
-    } else {
-        emit(render(&report))?;
     }
-    Ok(crate::exit::NONE)
+}
+
+/// `--calibrate`: the measured cost per call of the models without a
+/// built-in price, or a note in `notes` saying why there is none. A bill cut
+/// after its page limit would skew the cost per call: it calibrates nothing.
+fn calibrations(
+    bill: &crate::llm::admin::Bill,
+    ours: &std::collections::BTreeMap<chrono::NaiveDate, crate::gate::costs::DaySpend>,
+    from: chrono::NaiveDate,
+    to: chrono::NaiveDate,
+    notes: &mut Vec<String>,
+) -> Vec<crate::gate::costs::Calibration> {
+    if !bill.complete {
+        notes.push("not calibrated: the bill is incomplete".to_string());
+        return Vec::new();
+    }
+    let calibrated = crate::gate::costs::calibrate(&bill.days, ours, from, to, |m| {
+        crate::llm::prices::builtin(m).is_some()
+    });
+    if calibrated.is_empty() {
+        notes.push(
+            "nothing calibrated: no day in the window whose bill holds only sentinel's calls to one model without a built-in price"
+                .to_string(),
+        );
+    }
+    calibrated
+}
+
+/// The billed amount and requests of the days of `from ..= to`. The query
+/// names only a start time, so buckets past `to` may come back.
+fn billed_in_window(
+    bill: &crate::llm::admin::Bill,
+    from: chrono::NaiveDate,
+    to: chrono::NaiveDate,
+) -> (f64, u64) {
+    let window =
+        crate::gate::costs::days_between(from, to).collect::<std::collections::BTreeSet<_>>();
+    bill.days
+        .iter()
+        .filter(|(d, _)| window.contains(d))
+        .fold((0.0, 0), |(usd, n), (_, b)| (usd + b.usd, n + b.requests))
 }
 
 /// Write to stdout. A reader that went away (`sentinel stats | head`) is not
