@@ -188,19 +188,8 @@ fn config(now: DateTime<Utc>, batch: usize, trigger: Trigger) -> TickConfig {
 
 /// The ordinary day, three ways: naive, novelty gate only, full sentinel.
 pub fn day(plan: &Plan) -> Result<Day> {
-    if plan.interval <= Duration::zero() || plan.duration <= Duration::zero() {
-        bail!("--interval and --duration must be longer than zero");
-    }
     let names = file_names(plan.files);
-    for (_, name) in &plan.changes {
-        if !names.contains(name) {
-            bail!(
-                "--changes names `{name}`, which is not one of the {} simulated files ({} …)",
-                names.len(),
-                names.first().map(String::as_str).unwrap_or("")
-            );
-        }
-    }
+    check(plan, &names)?;
     let mut naive = Column::default();
     let mut only = Column::default();
     let mut memory: BTreeMap<String, FileRecord> = BTreeMap::new();
@@ -218,67 +207,14 @@ pub fn day(plan: &Plan) -> Result<Day> {
 
     let mut t = t0();
     while t < t0() + plan.duration {
-        let offset = t - t0();
-        for (at, name) in &plan.changes {
-            if *at <= offset && *at > offset - plan.interval {
-                *versions.entry(name.as_str()).or_default() += 1;
-            }
-        }
-        let tree: Vec<(String, String)> = names
-            .iter()
-            .map(|n| {
-                (
-                    n.clone(),
-                    content(n, versions.get(n.as_str()).copied().unwrap_or(0)),
-                )
-            })
-            .collect();
+        land_changes(plan, t - t0(), &mut versions);
+        let tree = tree_of(&names, &versions);
         if committed.as_ref() != Some(&tree) {
-            let refs: Vec<(&str, &str)> =
-                tree.iter().map(|(p, c)| (p.as_str(), c.as_str())).collect();
-            source.commit(&refs);
+            commit_tree(&mut source, &tree);
             committed = Some(tree.clone());
         }
-
-        // Before: every tick, every file, one call each, memory saved.
-        naive.ticks += 1;
-        naive.wakes += 1;
-        naive.file_reads += tree.len() as u64;
-        naive.fresh_evaluations += tree.len() as u64;
-        naive.model_calls += tree.len() as u64;
-        naive.state_writes += 1;
-
-        // The novelty gate alone: still every file read every tick.
-        only.ticks += 1;
-        only.wakes += 1;
-        only.state_writes += 1;
-        for (path, bytes) in &tree {
-            only.file_reads += 1;
-            let fp = novelty::fingerprint(&Parts {
-                content: &tick::content_hash(bytes.as_bytes()),
-                risk: "medium",
-                role: "source",
-                confidence: 0.7,
-                status: "under_observation",
-                rollback_streak: 0,
-                penalty: 0,
-                evidence: "ev",
-                deps: Some(&[]),
-            });
-            let record = memory.entry(path.clone()).or_default();
-            if novelty::evaluate(Some(record), &fp, true).is_novel() {
-                only.fresh_evaluations += 1;
-                only.model_calls += 1;
-                let decision = Decision {
-                    outcome: Outcome::LlmSkip,
-                    reason: "stable".into(),
-                    ts: t,
-                };
-                novelty::remember(record, &fp, decision, t);
-            } else {
-                novelty::reuse(record, 0, t);
-            }
-        }
+        naive_tick(&mut naive, tree.len() as u64);
+        novelty_only_tick(&mut only, &mut memory, &tree, t);
 
         // Today: the real tick.
         let cfg = config(t, plan.batch, Trigger::Schedule);
@@ -298,6 +234,103 @@ pub fn day(plan: &Plan) -> Result<Day> {
         sentinel,
         by_reason,
     })
+}
+
+/// Bump the version of each file changed in the interval that ends at
+/// `offset`: a change lands on the first tick at or after its time.
+fn land_changes<'p>(plan: &'p Plan, offset: Duration, versions: &mut BTreeMap<&'p str, u32>) {
+    for (at, name) in &plan.changes {
+        if *at <= offset && *at > offset - plan.interval {
+            *versions.entry(name.as_str()).or_default() += 1;
+        }
+    }
+}
+
+/// The repository's files at their current versions, `(path, content)`.
+fn tree_of(names: &[String], versions: &BTreeMap<&str, u32>) -> Vec<(String, String)> {
+    names
+        .iter()
+        .map(|n| {
+            (
+                n.clone(),
+                content(n, versions.get(n.as_str()).copied().unwrap_or(0)),
+            )
+        })
+        .collect()
+}
+
+/// Refuse a plan whose clock would not advance, or whose changes name a
+/// file the simulated repository does not have.
+fn check(plan: &Plan, names: &[String]) -> Result<()> {
+    if plan.interval <= Duration::zero() || plan.duration <= Duration::zero() {
+        bail!("--interval and --duration must be longer than zero");
+    }
+    for (_, name) in &plan.changes {
+        if !names.contains(name) {
+            bail!(
+                "--changes names `{name}`, which is not one of the {} simulated files ({} …)",
+                names.len(),
+                names.first().map(String::as_str).unwrap_or("")
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Commit `tree`, `(path, content)` pairs, as the next commit of `source`.
+fn commit_tree(source: &mut MemorySource, tree: &[(String, String)]) {
+    let refs: Vec<(&str, &str)> = tree.iter().map(|(p, c)| (p.as_str(), c.as_str())).collect();
+    source.commit(&refs);
+}
+
+/// One tick before sentinel: every tick, every file, one call each, memory saved.
+fn naive_tick(naive: &mut Column, files: u64) {
+    naive.ticks += 1;
+    naive.wakes += 1;
+    naive.file_reads += files;
+    naive.fresh_evaluations += files;
+    naive.model_calls += files;
+    naive.state_writes += 1;
+}
+
+/// One tick of the novelty gate alone: still every file read every tick,
+/// but only a file whose fingerprint is new costs a call.
+fn novelty_only_tick(
+    only: &mut Column,
+    memory: &mut BTreeMap<String, FileRecord>,
+    tree: &[(String, String)],
+    t: DateTime<Utc>,
+) {
+    only.ticks += 1;
+    only.wakes += 1;
+    only.state_writes += 1;
+    for (path, bytes) in tree {
+        only.file_reads += 1;
+        let fp = novelty::fingerprint(&Parts {
+            content: &tick::content_hash(bytes.as_bytes()),
+            risk: "medium",
+            role: "source",
+            confidence: 0.7,
+            status: "under_observation",
+            rollback_streak: 0,
+            penalty: 0,
+            evidence: "ev",
+            deps: Some(&[]),
+        });
+        let record = memory.entry(path.clone()).or_default();
+        if novelty::evaluate(Some(record), &fp, true).is_novel() {
+            only.fresh_evaluations += 1;
+            only.model_calls += 1;
+            let decision = Decision {
+                outcome: Outcome::LlmSkip,
+                reason: "stable".into(),
+                ts: t,
+            };
+            novelty::remember(record, &fp, decision, t);
+        } else {
+            novelty::reuse(record, 0, t);
+        }
+    }
 }
 
 /// The webhook storm: 20 pokes in 10 s while a cycle takes 3 s.
@@ -363,14 +396,7 @@ pub fn quota_wall() -> Result<Quota> {
     let tree = |v: u32| -> Vec<(String, String)> {
         names.iter().map(|n| (n.clone(), content(n, v))).collect()
     };
-    let commit = |source: &mut MemorySource, v: u32| {
-        let files = tree(v);
-        let refs: Vec<(&str, &str)> = files
-            .iter()
-            .map(|(p, c)| (p.as_str(), c.as_str()))
-            .collect();
-        source.commit(&refs);
-    };
+    let commit = |source: &mut MemorySource, v: u32| commit_tree(source, &tree(v));
     commit(&mut source, 0);
     tick::run_in(
         &config(t0(), 0, Trigger::Schedule),
