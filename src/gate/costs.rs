@@ -193,100 +193,118 @@ pub fn compare(
         };
         let recorded = history_since.is_some_and(|first| day >= first);
         let mine = ours.get(&day).unwrap_or(&nothing);
-        let mut push = |kind: &str, message: String| {
-            out.push(Advisory {
-                kind: kind.to_string(),
-                day,
-                message: format!("{day}: {message}"),
-                found: now,
-            })
-        };
-        if billed.usd > daily_budget + SLACK_USD {
-            let counted = if recorded {
-                format!(
-                    "sentinel counted {} for {}",
-                    usd(mine.cost()),
-                    plural(mine.calls, "call", "calls")
-                )
-            } else {
-                "sentinel kept no record of that day".to_string()
-            };
-            push(
-                OVER_DAILY_BUDGET,
-                format!(
-                    "billed {}, over the daily budget of {}; {counted}",
-                    usd(billed.usd),
-                    usd(daily_budget)
-                ),
-            );
+        let mut found = vec![
+            over_budget(billed, recorded.then_some(mine), daily_budget)
+                .map(|m| (OVER_DAILY_BUDGET, m)),
+        ];
+        if recorded {
+            found.extend([
+                estimate_too_low(billed, mine).map(|m| (ESTIMATE_TOO_LOW, m)),
+                unexpected_models(billed, mine).map(|m| (UNEXPECTED_MODEL, m)),
+                foreign_calls(billed, mine).map(|m| (FOREIGN_CALLS, m)),
+            ]);
         }
-        if !recorded {
-            continue;
-        }
-        if billed.requests > 0 && mine.calls > 0 && billed.usd > 0.0 {
-            let real = billed.usd / billed.requests as f64;
-            let counted = mine.cost() / mine.calls as f64;
-            let head = format!(
-                "billed {} for {} ({} per call); sentinel counted {} per call",
-                usd(billed.usd),
-                plural(billed.requests, "request", "requests"),
-                usd(real),
-                usd(counted)
-            );
-            if counted <= 0.0 {
-                push(ESTIMATE_TOO_LOW, head);
-            } else if real / counted >= DRIFT_RATIO {
-                push(
-                    ESTIMATE_TOO_LOW,
-                    format!("{head}: {:.1}× too low", real / counted),
-                );
-            }
-        }
-        let unexpected: Vec<String> = billed
-            .models
-            .iter()
-            .filter(|(billed_model, n)| {
-                **n > 0
-                    && !mine
-                        .models
-                        .keys()
-                        .any(|used| same_model(used, billed_model))
-            })
-            .map(|(m, n)| format!("{m} ({})", plural(*n, "request", "requests")))
-            .collect();
-        if !unexpected.is_empty() {
-            let used = if mine.models.is_empty() {
-                "it asked no model that day".to_string()
-            } else {
-                format!(
-                    "it asked only {}",
-                    mine.models.keys().cloned().collect::<Vec<_>>().join(", ")
-                )
-            };
-            let what = if unexpected.len() == 1 {
-                "a model sentinel did not use"
-            } else {
-                "models sentinel did not use"
-            };
-            push(
-                UNEXPECTED_MODEL,
-                format!("billed {}, {what}; {used}", unexpected.join(", ")),
-            );
-        }
-        if billed.requests > mine.requests() {
-            push(
-                FOREIGN_CALLS,
-                format!(
-                    "billed {}; sentinel made {} ({}): {} came from another client on the same key or project",
-                    plural(billed.requests, "request", "requests"),
-                    plural(mine.calls, "call", "calls"),
-                    plural(mine.attempts, "HTTP attempt", "HTTP attempts"),
-                    plural(billed.requests - mine.requests(), "request", "requests"),
-                ),
-            );
-        }
+        out.extend(found.into_iter().flatten().map(|(kind, message)| Advisory {
+            kind: kind.to_string(),
+            day,
+            message: format!("{day}: {message}"),
+            found: now,
+        }));
     }
     out
+}
+
+/// `over-daily-budget`: the day's bill above the budget, beside what
+/// sentinel counted that day (`None`: it kept no record of it).
+fn over_budget(billed: &BilledDay, mine: Option<&DaySpend>, daily_budget: f64) -> Option<String> {
+    (billed.usd > daily_budget + SLACK_USD).then(|| {
+        let counted = match mine {
+            Some(mine) => format!(
+                "sentinel counted {} for {}",
+                usd(mine.cost()),
+                plural(mine.calls, "call", "calls")
+            ),
+            None => "sentinel kept no record of that day".to_string(),
+        };
+        format!(
+            "billed {}, over the daily budget of {}; {counted}",
+            usd(billed.usd),
+            usd(daily_budget)
+        )
+    })
+}
+
+/// `estimate-too-low`: the real cost per call at least `DRIFT_RATIO` times
+/// sentinel's own figure, or sentinel counting nothing for calls that cost.
+fn estimate_too_low(billed: &BilledDay, mine: &DaySpend) -> Option<String> {
+    let comparable = billed.requests > 0 && mine.calls > 0 && billed.usd > 0.0;
+    if !comparable {
+        return None;
+    }
+    let real = billed.usd / billed.requests as f64;
+    let counted = mine.cost() / mine.calls as f64;
+    let head = format!(
+        "billed {} for {} ({} per call); sentinel counted {} per call",
+        usd(billed.usd),
+        plural(billed.requests, "request", "requests"),
+        usd(real),
+        usd(counted)
+    );
+    if counted <= 0.0 {
+        Some(head)
+    } else if real / counted >= DRIFT_RATIO {
+        Some(format!("{head}: {:.1}× too low", real / counted))
+    } else {
+        None
+    }
+}
+
+/// `unexpected-model`: billed models that are none of the models sentinel
+/// asked that day (nor a dated snapshot of one).
+fn unexpected_models(billed: &BilledDay, mine: &DaySpend) -> Option<String> {
+    let unexpected: Vec<String> = billed
+        .models
+        .iter()
+        .filter(|(billed_model, n)| {
+            **n > 0
+                && !mine
+                    .models
+                    .keys()
+                    .any(|used| same_model(used, billed_model))
+        })
+        .map(|(m, n)| format!("{m} ({})", plural(*n, "request", "requests")))
+        .collect();
+    if unexpected.is_empty() {
+        return None;
+    }
+    let used = if mine.models.is_empty() {
+        "it asked no model that day".to_string()
+    } else {
+        format!(
+            "it asked only {}",
+            mine.models.keys().cloned().collect::<Vec<_>>().join(", ")
+        )
+    };
+    let what = if unexpected.len() == 1 {
+        "a model sentinel did not use"
+    } else {
+        "models sentinel did not use"
+    };
+    Some(format!("billed {}, {what}; {used}", unexpected.join(", ")))
+}
+
+/// `foreign-calls`: more requests billed than sentinel can have caused,
+/// retries included.
+fn foreign_calls(billed: &BilledDay, mine: &DaySpend) -> Option<String> {
+    (billed.requests > mine.requests()).then(|| {
+        format!(
+            "billed {}; sentinel made {} ({}): {} came from another client on the same key or project",
+            plural(billed.requests, "request", "requests"),
+            plural(mine.calls, "call", "calls"),
+            plural(mine.attempts, "HTTP attempt", "HTTP attempts"),
+            plural(billed.requests - mine.requests(), "request", "requests"),
+        )
+    })
 }
 
 /// Keep `found` in `kept`: an advisory replaces the one of the same kind and
