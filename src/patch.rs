@@ -92,6 +92,47 @@ impl GitBranch {
         }
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
     }
+
+    /// Commit `blob` as `path` on top of `parent` and move the sandbox branch
+    /// there, if it still points at `previous` (`None`: it must not exist).
+    fn commit_blob(
+        &self,
+        parent: &str,
+        blob: &str,
+        path: &str,
+        message: &str,
+        previous: Option<&str>,
+    ) -> Result<String, String> {
+        let reference = format!("refs/heads/{}", self.branch);
+        // A private index, so the clone's own index is never touched; read-tree
+        // creates it.
+        let index_path =
+            std::env::temp_dir().join(format!("sentinel-index-{}-{}", std::process::id(), blob));
+        let result = (|| {
+            self.git(&["read-tree", parent], Some(&index_path), None)?;
+            self.git(
+                &[
+                    "update-index",
+                    "--add",
+                    "--cacheinfo",
+                    &format!("100644,{blob},{path}"),
+                ],
+                Some(&index_path),
+                None,
+            )?;
+            let tree = self.git(&["write-tree"], Some(&index_path), None)?;
+            let commit = self.git(
+                &["commit-tree", &tree, "-p", parent, "-m", message],
+                None,
+                None,
+            )?;
+            let old = previous.map_or_else(|| "0".repeat(40), str::to_string);
+            self.git(&["update-ref", &reference, &commit, &old], None, None)?;
+            Ok(commit)
+        })();
+        let _ = std::fs::remove_file(&index_path);
+        result
+    }
 }
 
 impl Patcher for GitBranch {
@@ -128,34 +169,7 @@ impl Patcher for GitBranch {
             None,
             Some(content.as_bytes()),
         )?;
-        // A private index, so the clone's own index is never touched; read-tree
-        // creates it.
-        let index_path =
-            std::env::temp_dir().join(format!("sentinel-index-{}-{}", std::process::id(), blob));
-        let result = (|| {
-            self.git(&["read-tree", &parent], Some(&index_path), None)?;
-            self.git(
-                &[
-                    "update-index",
-                    "--add",
-                    "--cacheinfo",
-                    &format!("100644,{blob},{path}"),
-                ],
-                Some(&index_path),
-                None,
-            )?;
-            let tree = self.git(&["write-tree"], Some(&index_path), None)?;
-            let commit = self.git(
-                &["commit-tree", &tree, "-p", &parent, "-m", message],
-                None,
-                None,
-            )?;
-            let old = previous.clone().unwrap_or_else(|| "0".repeat(40));
-            self.git(&["update-ref", &reference, &commit, &old], None, None)?;
-            Ok(commit)
-        })();
-        let _ = std::fs::remove_file(&index_path);
-        result
+        self.commit_blob(&parent, &blob, path, message, previous.as_deref())
     }
 
     fn target(&self) -> String {

@@ -439,20 +439,7 @@ fn extract_python(text: &str) -> Vec<String> {
         if dots.is_empty() {
             continue;
         }
-        let mut module = String::new();
-        if let Some(PyTok::Word(w)) = toks.get(j)
-            && *w != "import"
-        {
-            module.push_str(w);
-            j += 1;
-            while let (Some(PyTok::Punct(b'.')), Some(PyTok::Word(w))) =
-                (toks.get(j), toks.get(j + 1))
-            {
-                module.push('.');
-                module.push_str(w);
-                j += 2;
-            }
-        }
+        let (module, j) = dotted_module(&toks, j);
         if toks.get(j) != Some(&PyTok::Word("import")) {
             continue;
         }
@@ -461,32 +448,56 @@ fn extract_python(text: &str) -> Vec<String> {
             continue;
         }
         // `from . import a, b`: each name may be a submodule of the package.
-        j += 1;
-        if toks.get(j) == Some(&PyTok::Punct(b'(')) {
-            j += 1;
-        }
-        loop {
-            match toks.get(j) {
-                Some(PyTok::Punct(b'*')) => {
-                    out.push(dots.clone());
-                    break;
-                }
-                Some(PyTok::Word(name)) => {
-                    out.push(format!("{dots}{name}"));
-                    j += 1;
-                    if toks.get(j) == Some(&PyTok::Word("as")) {
-                        j += 2;
-                    }
-                    if toks.get(j) != Some(&PyTok::Punct(b',')) {
-                        break;
-                    }
-                    j += 1;
-                }
-                _ => break,
-            }
-        }
+        imported_names(&toks, j + 1, &dots, &mut out);
     }
     out
+}
+
+/// The dotted module name at `j` (`a.b.c`; empty when `import` follows the
+/// dots at once) and the index of the token after it.
+fn dotted_module(toks: &[PyTok<'_>], mut j: usize) -> (String, usize) {
+    let mut module = String::new();
+    if let Some(PyTok::Word(w)) = toks.get(j)
+        && *w != "import"
+    {
+        module.push_str(w);
+        j += 1;
+        while let (Some(PyTok::Punct(b'.')), Some(PyTok::Word(w))) = (toks.get(j), toks.get(j + 1))
+        {
+            module.push('.');
+            module.push_str(w);
+            j += 2;
+        }
+    }
+    (module, j)
+}
+
+/// The names of `from <dots> import a, b as c, (d, e)` or `import *` from
+/// the token at `j` on, each pushed to `out` as a relative spec.
+fn imported_names(toks: &[PyTok<'_>], mut j: usize, dots: &str, out: &mut Vec<String>) {
+    if toks.get(j) == Some(&PyTok::Punct(b'(')) {
+        j += 1;
+    }
+    loop {
+        match toks.get(j) {
+            Some(PyTok::Punct(b'*')) => {
+                out.push(dots.to_string());
+                break;
+            }
+            Some(PyTok::Word(name)) => {
+                out.push(format!("{dots}{name}"));
+                j += 1;
+                if toks.get(j) == Some(&PyTok::Word("as")) {
+                    j += 2;
+                }
+                if toks.get(j) != Some(&PyTok::Punct(b',')) {
+                    break;
+                }
+                j += 1;
+            }
+            _ => break,
+        }
+    }
 }
 
 fn lex_python(s: &str) -> Vec<PyTok<'_>> {
@@ -678,40 +689,9 @@ fn lex_rust(s: &str) -> Vec<RsTok<'_>> {
                 }
             },
             _ if is_word_byte(c) => {
-                let end = word_end(b, i, b'_');
-                let word = &s[i..end];
-                i = end;
-                let after = b.get(i).copied();
-                if matches!(word, "r" | "br" | "cr") && matches!(after, Some(b'"' | b'#')) {
-                    let hashes = b[i..].iter().take_while(|&&h| h == b'#').count();
-                    if b.get(i + hashes) == Some(&b'"') {
-                        i = skip_rust_raw_string(b, i + hashes + 1, hashes);
-                        toks.push(RsTok::Opaque);
-                        continue;
-                    }
-                    if word == "r" && hashes == 1 && b.get(i + 1).is_some_and(|&n| is_word_byte(n))
-                    {
-                        // Raw identifier: `mod r#type;` loads `type.rs`.
-                        let end = word_end(b, i + 1, b'_');
-                        toks.push(RsTok::Word(&s[i + 1..end]));
-                        i = end;
-                        continue;
-                    }
-                }
-                if matches!(word, "b" | "c") && after == Some(b'"') {
-                    i = skip_rust_string(b, i + 1);
-                    toks.push(RsTok::Opaque);
-                    continue;
-                }
-                if word == "b"
-                    && after == Some(b'\'')
-                    && let Some(after) = skip_rust_char(s, i)
-                {
-                    toks.push(RsTok::Opaque);
-                    i = after;
-                    continue;
-                }
-                toks.push(RsTok::Word(word));
+                let (tok, after) = scan_rust_word(s, i);
+                toks.push(tok);
+                i = after;
             }
             _ => {
                 toks.push(RsTok::Punct(c));
@@ -720,6 +700,39 @@ fn lex_rust(s: &str) -> Vec<RsTok<'_>> {
         }
     }
     toks
+}
+
+/// The word starting at `start`, or the literal its prefix opens (`r"…"`,
+/// `br#"…"#`, `b"…"`, `c"…"`, `b'x'`) as one opaque token, and where it ends.
+fn scan_rust_word(s: &str, start: usize) -> (RsTok<'_>, usize) {
+    let b = s.as_bytes();
+    let i = word_end(b, start, b'_');
+    let word = &s[start..i];
+    let after = b.get(i).copied();
+    if matches!(word, "r" | "br" | "cr") && matches!(after, Some(b'"' | b'#')) {
+        let hashes = b[i..].iter().take_while(|&&h| h == b'#').count();
+        if b.get(i + hashes) == Some(&b'"') {
+            return (
+                RsTok::Opaque,
+                skip_rust_raw_string(b, i + hashes + 1, hashes),
+            );
+        }
+        if word == "r" && hashes == 1 && b.get(i + 1).is_some_and(|&n| is_word_byte(n)) {
+            // Raw identifier: `mod r#type;` loads `type.rs`.
+            let end = word_end(b, i + 1, b'_');
+            return (RsTok::Word(&s[i + 1..end]), end);
+        }
+    }
+    if matches!(word, "b" | "c") && after == Some(b'"') {
+        return (RsTok::Opaque, skip_rust_string(b, i + 1));
+    }
+    if word == "b"
+        && after == Some(b'\'')
+        && let Some(after) = skip_rust_char(s, i)
+    {
+        return (RsTok::Opaque, after);
+    }
+    (RsTok::Word(word), i)
 }
 
 /// Rust block comments nest, so a commented-out block containing comments stays

@@ -277,22 +277,7 @@ impl OpenAiAdvisor {
         };
         let retry_after_ms = header("retry-after-ms");
         let retry_after = header("retry-after");
-        let bytes = match response
-            .body_mut()
-            .with_config()
-            .limit(MAX_ANSWER_BYTES)
-            .read_to_vec()
-        {
-            Ok(b) => b,
-            Err(ureq::Error::Timeout(_)) => return Err((Failure::Timeout, None)),
-            Err(ureq::Error::BodyExceedsLimit(_)) => {
-                return Err((
-                    Failure::BadResponse(format!("the response is over {MAX_ANSWER_BYTES} bytes")),
-                    None,
-                ));
-            }
-            Err(e) => return Err((Failure::Network(crate::http::transport_message(&e)), None)),
-        };
+        let bytes = read_answer(&mut response).map_err(|f| (f, None))?;
         if !(200..300).contains(&status) {
             return Err((
                 Failure::Http {
@@ -321,6 +306,24 @@ impl OpenAiAdvisor {
         let call = with_protocol(now, &mut waits, fake_sleep, || self.attempt(&body));
         self.waits = waits;
         call
+    }
+}
+
+/// The response's body, at most `MAX_ANSWER_BYTES` of it: a longer one is a
+/// bad response, not something to hold in memory.
+fn read_answer(response: &mut ureq::http::Response<ureq::Body>) -> Result<Vec<u8>, Failure> {
+    match response
+        .body_mut()
+        .with_config()
+        .limit(MAX_ANSWER_BYTES)
+        .read_to_vec()
+    {
+        Ok(b) => Ok(b),
+        Err(ureq::Error::Timeout(_)) => Err(Failure::Timeout),
+        Err(ureq::Error::BodyExceedsLimit(_)) => Err(Failure::BadResponse(format!(
+            "the response is over {MAX_ANSWER_BYTES} bytes"
+        ))),
+        Err(e) => Err(Failure::Network(crate::http::transport_message(&e))),
     }
 }
 

@@ -85,32 +85,7 @@ pub fn render(r: &CostsReport) -> String {
         ));
     }
     if !r.by_day.is_empty() {
-        let mut b = Builder::default();
-        b.push_record([
-            "UTC day",
-            "billed",
-            "billed requests",
-            "sentinel calls",
-            "sentinel counted",
-        ]);
-        for row in &r.by_day {
-            let (billed, requests) = match &row.billed {
-                Some(d) => (usd(d.usd), d.requests.to_string()),
-                None => ("-".into(), "-".into()),
-            };
-            let (calls, counted) = match &row.sentinel {
-                Some(s) if s.estimated > 0.0 => (
-                    s.calls.to_string(),
-                    format!("{} ({} estimated)", usd(s.cost()), usd(s.estimated)),
-                ),
-                Some(s) => (s.calls.to_string(), usd(s.cost())),
-                None => ("-".into(), "-".into()),
-            };
-            b.push_record([row.day.to_string(), billed, requests, calls, counted]);
-        }
-        let mut t = b.build();
-        t.with(Style::rounded());
-        out.push_str(&format!("{t}\n"));
+        out.push_str(&day_table(&r.by_day));
     }
     if r.advisories.is_empty() {
         out.push_str("no advisory\n");
@@ -138,4 +113,35 @@ pub fn render(r: &CostsReport) -> String {
         "state unchanged\n"
     });
     out
+}
+
+/// The days of the window side by side: the bill, then what sentinel
+/// counted (its estimate for models without a price shown apart).
+fn day_table(by_day: &[DayRow]) -> String {
+    let mut b = Builder::default();
+    b.push_record([
+        "UTC day",
+        "billed",
+        "billed requests",
+        "sentinel calls",
+        "sentinel counted",
+    ]);
+    for row in by_day {
+        let (billed, requests) = match &row.billed {
+            Some(d) => (usd(d.usd), d.requests.to_string()),
+            None => ("-".into(), "-".into()),
+        };
+        let (calls, counted) = match &row.sentinel {
+            Some(s) if s.estimated > 0.0 => (
+                s.calls.to_string(),
+                format!("{} ({} estimated)", usd(s.cost()), usd(s.estimated)),
+            ),
+            Some(s) => (s.calls.to_string(), usd(s.cost())),
+            None => ("-".into(), "-".into()),
+        };
+        b.push_record([row.day.to_string(), billed, requests, calls, counted]);
+    }
+    let mut t = b.build();
+    t.with(Style::rounded());
+    format!("{t}\n")
 }

@@ -38,6 +38,33 @@ fn worst(findings: &[crate::llm::client::Finding]) -> &'static str {
 /// an unchanged page and no edit.
 pub fn render(state: &State, web_url: Option<&str>, now: DateTime<Utc>) -> String {
     let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "This issue is kept by sentinel. It lists the changes the model proposes (EVOLVE) and is rewritten when they change.\n"
+    );
+    let _ = writeln!(out, "**Health:** {}.\n", health(state, now));
+    if state.llm.proposals.is_empty() {
+        let _ = writeln!(out, "No open proposals.");
+        return out;
+    }
+    let head = state.wake.last_head.as_deref();
+    let _ = writeln!(out, "| file | severity | findings | since |");
+    let _ = writeln!(out, "|---|---|---|---|");
+    for (path, p) in &state.llm.proposals {
+        let _ = writeln!(
+            out,
+            "| `{path}` | {} | {} | {} |",
+            worst(&p.findings),
+            findings_cell(path, p, web_url, head),
+            p.ts.date_naive()
+        );
+    }
+    out
+}
+
+/// The health line: the last wake, the no-op rate, today's calls and cost
+/// (zero once the budget's day is past) and the circuit.
+fn health(state: &State, now: DateTime<Utc>) -> String {
     let w = &state.wake;
     let b = &state.llm.budget;
     let today = now.date_naive();
@@ -57,51 +84,40 @@ pub fn render(state: &State, web_url: Option<&str>, now: DateTime<Utc>) -> Strin
         }
         _ => "closed".into(),
     };
-    let _ = writeln!(
-        out,
-        "This issue is kept by sentinel. It lists the changes the model proposes (EVOLVE) and is rewritten when they change.\n"
-    );
-    let _ = writeln!(
-        out,
-        "**Health:** last wake {} at {}; no-op rate {noop_rate}; model calls today {calls}, cost today ${cost:.4}; circuit {circuit}.\n",
+    format!(
+        "last wake {} at {}; no-op rate {noop_rate}; model calls today {calls}, cost today ${cost:.4}; circuit {circuit}",
         w.last_wake_reason.as_deref().unwrap_or("-"),
         w.last_wake_ts.map_or("-".to_string(), |t| t.to_rfc3339()),
-    );
-    if state.llm.proposals.is_empty() {
-        let _ = writeln!(out, "No open proposals.");
-        return out;
+    )
+}
+
+/// A proposal's findings for its table cell, one per line, each linked to
+/// its line at `head` when the project's address is known; the reason when
+/// there is no finding.
+fn findings_cell(
+    path: &str,
+    p: &crate::state::Proposal,
+    web_url: Option<&str>,
+    head: Option<&str>,
+) -> String {
+    if p.findings.is_empty() {
+        return escape(&p.reason);
     }
-    let head = w.last_head.as_deref();
-    let _ = writeln!(out, "| file | severity | findings | since |");
-    let _ = writeln!(out, "|---|---|---|---|");
-    for (path, p) in &state.llm.proposals {
-        let findings: Vec<String> = if p.findings.is_empty() {
-            vec![escape(&p.reason)]
-        } else {
-            p.findings
-                .iter()
-                .map(|f| {
-                    let line = f.line.max(1);
-                    let at = match (web_url, head) {
-                        (Some(url), Some(sha)) => format!(
-                            "[L{line}]({}/-/blob/{sha}/{path}#L{line})",
-                            url.trim_end_matches('/')
-                        ),
-                        _ => format!("L{line}"),
-                    };
-                    format!("{at} {}: {}", severity(f.severity), escape(&f.message))
-                })
-                .collect()
-        };
-        let _ = writeln!(
-            out,
-            "| `{path}` | {} | {} | {} |",
-            worst(&p.findings),
-            findings.join("<br>"),
-            p.ts.date_naive()
-        );
-    }
-    out
+    p.findings
+        .iter()
+        .map(|f| {
+            let line = f.line.max(1);
+            let at = match (web_url, head) {
+                (Some(url), Some(sha)) => format!(
+                    "[L{line}]({}/-/blob/{sha}/{path}#L{line})",
+                    url.trim_end_matches('/')
+                ),
+                _ => format!("L{line}"),
+            };
+            format!("{at} {}: {}", severity(f.severity), escape(&f.message))
+        })
+        .collect::<Vec<_>>()
+        .join("<br>")
 }
 
 fn severity(s: Severity) -> &'static str {

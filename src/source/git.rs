@@ -347,41 +347,7 @@ impl CatFile {
             .and_then(|()| self.stdin.flush())
             .map_err(broken)?;
 
-        let mut header = Vec::new();
-        (&mut self.stdout)
-            .take(MAX_HEADER)
-            .read_until(b'\n', &mut header)
-            .map_err(broken)?;
-        if header.pop() != Some(b'\n') {
-            return Err(ReadFailure::Broken(if header.is_empty() {
-                "cat-file stopped answering".to_string()
-            } else {
-                "cat-file sent an unfinished header".to_string()
-            }));
-        }
-        let header = String::from_utf8_lossy(&header);
-        let fields: Vec<&str> = header.split(' ').collect();
-        let (kind, size) = match fields.as_slice() {
-            [oid, "missing" | "ambiguous"] if *oid == blob => {
-                return Err(ReadFailure::Refused(SourceError::Unavailable(format!(
-                    "object {blob} is {}",
-                    fields[1]
-                ))));
-            }
-            [oid, kind, size] if *oid == blob => match size.parse::<u64>() {
-                Ok(size) => (*kind, size),
-                Err(_) => {
-                    return Err(ReadFailure::Broken(format!(
-                        "cat-file sent a bad header `{header}`"
-                    )));
-                }
-            },
-            _ => {
-                return Err(ReadFailure::Broken(format!(
-                    "cat-file sent an unexpected header `{header}`"
-                )));
-            }
-        };
+        let (kind, size) = self.read_header(blob)?;
 
         if kind != "blob" || size > limit {
             // Drain the answer so the pipe stays in step for the next read,
@@ -400,6 +366,40 @@ impl CatFile {
         self.stdout.read_exact(&mut bytes).map_err(broken)?;
         self.end_of_answer()?;
         Ok(bytes)
+    }
+
+    /// The header cat-file answers for `blob`: its kind and size, or why the
+    /// object cannot be read (refused) or the pipe cannot be trusted (broken).
+    fn read_header(&mut self, blob: &str) -> Result<(String, u64), ReadFailure> {
+        let broken = |err: io::Error| ReadFailure::Broken(format!("cat-file stopped: {err}"));
+        let mut header = Vec::new();
+        (&mut self.stdout)
+            .take(MAX_HEADER)
+            .read_until(b'\n', &mut header)
+            .map_err(broken)?;
+        if header.pop() != Some(b'\n') {
+            return Err(ReadFailure::Broken(if header.is_empty() {
+                "cat-file stopped answering".to_string()
+            } else {
+                "cat-file sent an unfinished header".to_string()
+            }));
+        }
+        let header = String::from_utf8_lossy(&header);
+        let fields: Vec<&str> = header.split(' ').collect();
+        match fields.as_slice() {
+            [oid, "missing" | "ambiguous"] if *oid == blob => Err(ReadFailure::Refused(
+                SourceError::Unavailable(format!("object {blob} is {}", fields[1])),
+            )),
+            [oid, kind, size] if *oid == blob => match size.parse::<u64>() {
+                Ok(size) => Ok((kind.to_string(), size)),
+                Err(_) => Err(ReadFailure::Broken(format!(
+                    "cat-file sent a bad header `{header}`"
+                ))),
+            },
+            _ => Err(ReadFailure::Broken(format!(
+                "cat-file sent an unexpected header `{header}`"
+            ))),
+        }
     }
 
     /// Reads past `size` bytes of content and the newline after them.

@@ -289,30 +289,12 @@ impl GitLabSource {
         let mut response = request
             .call()
             .map_err(|e| transport_error(url_path(url), e))?;
-        let header = |name: &str| {
-            response
-                .headers()
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string)
-        };
         let status = response.status().as_u16();
-        // `link_next` doubles as the redirect target: both are "where next".
-        let link_next = if (300..400).contains(&status) {
-            header("location")
-        } else {
-            // Several `Link` headers are one comma-separated list.
-            let links: Vec<&str> = response
-                .headers()
-                .get_all("link")
-                .iter()
-                .filter_map(|v| v.to_str().ok())
-                .collect();
-            next_link(&links.join(","))
-        };
-        let blob_id = header("x-gitlab-blob-id");
-        let retry_after = header("retry-after");
-        let content_length: Option<u64> = header("content-length").and_then(|v| v.parse().ok());
+        let link_next = where_next(&response, status);
+        let blob_id = header_value(&response, "x-gitlab-blob-id");
+        let retry_after = header_value(&response, "retry-after");
+        let content_length: Option<u64> =
+            header_value(&response, "content-length").and_then(|v| v.parse().ok());
         if head_only {
             return Ok(Reply {
                 status,
@@ -321,30 +303,7 @@ impl GitLabSource {
                 body: retry_after.map(String::into_bytes).unwrap_or_default(),
             });
         }
-        if (200..300).contains(&status) && content_length.is_some_and(|n| n > limit) {
-            return Err(SourceError::TooLarge {
-                size: content_length.unwrap_or(0),
-                limit,
-            });
-        }
-        let body = response
-            .body_mut()
-            .with_config()
-            .limit(limit.saturating_add(1))
-            .read_to_vec()
-            .map_err(|e| match e {
-                ureq::Error::BodyExceedsLimit(_) => SourceError::TooLarge {
-                    size: limit.saturating_add(1),
-                    limit,
-                },
-                other => transport_error(url_path(url), other),
-            })?;
-        if (200..300).contains(&status) && body.len() as u64 > limit {
-            return Err(SourceError::TooLarge {
-                size: body.len() as u64,
-                limit,
-            });
-        }
+        let body = read_body(&mut response, url, status, content_length, limit)?;
         let mut reply = Reply {
             status,
             link_next,
@@ -536,6 +495,68 @@ fn is_object_id(id: &str) -> bool {
 
 fn is_regular_file(mode: &str) -> bool {
     matches!(mode, "100644" | "100755")
+}
+
+/// The first value of header `name`, when it is text.
+fn header_value(response: &ureq::http::Response<ureq::Body>, name: &str) -> Option<String> {
+    response
+        .headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+}
+
+/// Where next: the `Location` of a redirect, else the `next` page of the
+/// `Link` headers. `Reply::link_next` doubles as the redirect target.
+fn where_next(response: &ureq::http::Response<ureq::Body>, status: u16) -> Option<String> {
+    if (300..400).contains(&status) {
+        return header_value(response, "location");
+    }
+    // Several `Link` headers are one comma-separated list.
+    let links: Vec<&str> = response
+        .headers()
+        .get_all("link")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    next_link(&links.join(","))
+}
+
+/// The body, never read past `limit` + 1 bytes (beyond that, `TooLarge`). A
+/// successful answer over `limit` is `TooLarge` too, whether its length
+/// announced it or reading found it.
+fn read_body(
+    response: &mut ureq::http::Response<ureq::Body>,
+    url: &str,
+    status: u16,
+    content_length: Option<u64>,
+    limit: u64,
+) -> Result<Vec<u8>, SourceError> {
+    if (200..300).contains(&status) && content_length.is_some_and(|n| n > limit) {
+        return Err(SourceError::TooLarge {
+            size: content_length.unwrap_or(0),
+            limit,
+        });
+    }
+    let body = response
+        .body_mut()
+        .with_config()
+        .limit(limit.saturating_add(1))
+        .read_to_vec()
+        .map_err(|e| match e {
+            ureq::Error::BodyExceedsLimit(_) => SourceError::TooLarge {
+                size: limit.saturating_add(1),
+                limit,
+            },
+            other => transport_error(url_path(url), other),
+        })?;
+    if (200..300).contains(&status) && body.len() as u64 > limit {
+        return Err(SourceError::TooLarge {
+            size: body.len() as u64,
+            limit,
+        });
+    }
+    Ok(body)
 }
 
 fn url_path(url: &str) -> &str {
