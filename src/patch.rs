@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use crate::source::gitlab::{GitLabConfig, encode};
 
+mod holds;
+
 /// The default sandbox branch.
 pub const SANDBOX: &str = "sentinel-sandbox";
 
@@ -18,6 +20,13 @@ pub trait Patcher {
     fn commit(&mut self, path: &str, content: &str, message: &str) -> Result<String, String>;
     /// Where patches go, for the write log.
     fn target(&self) -> String;
+    /// The sandbox commit whose `path` is exactly `content`, when the
+    /// sandbox branch holds it: asked before committing a content an earlier
+    /// tick may have committed already. `Err` when it cannot tell.
+    fn holds(&mut self, path: &str, content: &str) -> Result<Option<String>, String> {
+        let _ = (path, content);
+        Err("this sandbox cannot say what it holds".into())
+    }
 }
 
 /// Check a proposed content before it is committed.
@@ -160,6 +169,10 @@ impl Patcher for GitBranch {
     fn target(&self) -> String {
         format!("branch {} of {}", self.branch, self.repo.display())
     }
+
+    fn holds(&mut self, path: &str, content: &str) -> Result<Option<String>, String> {
+        holds::on_git(self, path, content)
+    }
 }
 
 /// GitLab: one commit through the commits API, creating the sandbox branch
@@ -250,6 +263,10 @@ impl Patcher for GitLabBranch {
 
     fn target(&self) -> String {
         format!("branch {} of project {}", self.branch, self.cfg.project)
+    }
+
+    fn holds(&mut self, path: &str, content: &str) -> Result<Option<String>, String> {
+        holds::on_gitlab(self, path, content)
     }
 }
 
