@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use crate::source::gitlab::{GitLabConfig, encode};
 
+mod holds;
+
 /// The default sandbox branch.
 pub const SANDBOX: &str = "sentinel-sandbox";
 
@@ -18,6 +20,13 @@ pub trait Patcher {
     fn commit(&mut self, path: &str, content: &str, message: &str) -> Result<String, String>;
     /// Where patches go, for the write log.
     fn target(&self) -> String;
+    /// The sandbox commit whose `path` is exactly `content`, when the
+    /// sandbox branch holds it: asked before committing a content an earlier
+    /// tick may have committed already. `Err` when it cannot tell.
+    fn holds(&mut self, path: &str, content: &str) -> Result<Option<String>, String> {
+        let _ = (path, content);
+        Err("this sandbox cannot say what it holds".into())
+    }
 }
 
 /// Check a proposed content before it is committed.
@@ -103,7 +112,7 @@ impl GitBranch {
         message: &str,
         previous: Option<&str>,
     ) -> Result<String, String> {
-        let reference = format!("refs/heads/{}", self.branch);
+        let reference = crate::branch::sandbox_ref(&self.branch)?;
         // A private index, so the clone's own index is never touched; read-tree
         // creates it.
         let index_path =
@@ -179,6 +188,10 @@ impl Patcher for GitBranch {
             name.unwrap_or(&self.branch),
             self.repo.display()
         )
+    }
+
+    fn holds(&mut self, path: &str, content: &str) -> Result<Option<String>, String> {
+        holds::on_git(self, path, content)
     }
 }
 
@@ -270,6 +283,10 @@ impl Patcher for GitLabBranch {
 
     fn target(&self) -> String {
         format!("branch {} of project {}", self.branch, self.cfg.project)
+    }
+
+    fn holds(&mut self, path: &str, content: &str) -> Result<Option<String>, String> {
+        holds::on_gitlab(self, path, content)
     }
 }
 

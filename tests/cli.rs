@@ -20,6 +20,8 @@ mod dashboard;
 mod front_door;
 #[path = "e2e/loops.rs"]
 mod loops;
+#[path = "e2e/paid_once.rs"]
+mod paid_once;
 #[path = "e2e/patches.rs"]
 mod patches;
 #[path = "e2e/properties.rs"]

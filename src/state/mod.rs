@@ -1,5 +1,7 @@
-//! The state file: its schema, the lock, atomic saves and the no-op journal.
+//! The state file: its schema, the lock, atomic saves, the no-op journal
+//! and the decision journal.
 
+pub mod decisions;
 pub mod journal;
 pub mod schema;
 pub mod storage;

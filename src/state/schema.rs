@@ -232,6 +232,9 @@ pub struct LlmState {
     /// Hash of the dashboard as last published (without its health line).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dashboard_hash: Option<String>,
+    /// How much of the decision journal this state holds (see `decisions`).
+    #[serde(default, skip_serializing_if = "crate::state::decisions::unmarked")]
+    pub decisions: JournalMark,
 }
 
 /// The small part of the state that a no-op tick needs. It is written as the

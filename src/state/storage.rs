@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 use chrono::{DateTime, Utc};
 
+use super::decisions::{self, Journal, Line};
 use super::journal::{self, Contents};
 use super::schema::{Header, JournalMark, State};
 use super::store::{self, LockAttempt, StateLock};
@@ -21,6 +22,12 @@ pub trait Storage {
     fn journal_read(&mut self) -> Result<Contents>;
     fn journal_append(&mut self, mark: JournalMark, now: DateTime<Utc>, head: &str) -> Result<()>;
     fn journal_clear(&mut self) -> Result<()>;
+    /// The decision journal: what was paid for and may not be in the state.
+    fn decisions_read(&mut self) -> Result<Journal>;
+    /// Append one entry durably; a missing journal is created with `epoch`.
+    fn decisions_append(&mut self, epoch: u64, line: &Line) -> Result<()>;
+    /// Remove the decision journal once a state saved with `mark` holds it all.
+    fn decisions_clear(&mut self, mark: JournalMark) -> Result<()>;
     /// The last admitted triggered start.
     fn read_start(&mut self) -> Option<DateTime<Utc>>;
     fn write_start(&mut self, now: DateTime<Utc>) -> Result<()>;
@@ -72,6 +79,15 @@ impl Storage for FileStorage {
     fn journal_clear(&mut self) -> Result<()> {
         journal::clear(&self.path)
     }
+    fn decisions_read(&mut self) -> Result<Journal> {
+        decisions::read(&self.path)
+    }
+    fn decisions_append(&mut self, epoch: u64, line: &Line) -> Result<()> {
+        decisions::append(&self.path, epoch, line)
+    }
+    fn decisions_clear(&mut self, mark: JournalMark) -> Result<()> {
+        decisions::clear(&self.path, mark)
+    }
     fn read_start(&mut self) -> Option<DateTime<Utc>> {
         store::read_start(&self.path)
     }
@@ -88,6 +104,7 @@ impl Storage for FileStorage {
 pub struct MemoryStorage {
     state: Option<Vec<u8>>,
     journal: Option<(u64, u64)>,
+    decisions: Journal,
     start: Option<DateTime<Utc>>,
     /// When set, `try_lock` reports the lock as held by another tick.
     pub busy: bool,
@@ -95,6 +112,8 @@ pub struct MemoryStorage {
     pub saves: u64,
     pub bytes_written: u64,
     pub journal_lines: u64,
+    /// Entries appended to the decision journal.
+    pub decision_lines: u64,
 }
 
 impl MemoryStorage {
@@ -150,6 +169,21 @@ impl Storage for MemoryStorage {
     }
     fn journal_clear(&mut self) -> Result<()> {
         self.journal = None;
+        Ok(())
+    }
+    fn decisions_read(&mut self) -> Result<Journal> {
+        Ok(self.decisions.clone())
+    }
+    fn decisions_append(&mut self, epoch: u64, line: &Line) -> Result<()> {
+        self.decisions.epoch.get_or_insert(epoch);
+        self.decisions.lines.push(line.clone());
+        self.decision_lines += 1;
+        Ok(())
+    }
+    fn decisions_clear(&mut self, mark: JournalMark) -> Result<()> {
+        if self.decisions.folded_by(mark) {
+            self.decisions = Journal::default();
+        }
         Ok(())
     }
     fn read_start(&mut self) -> Option<DateTime<Utc>> {

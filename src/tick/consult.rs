@@ -11,7 +11,6 @@ use crate::llm::client::Action;
 use crate::llm::client::{AdviceRequest, Answer, Call, Outcome as CallOutcome};
 use crate::llm::prices;
 use crate::llm::protocol::{self, Circuit, Class};
-use crate::patch;
 use crate::publish::WriteLog;
 use crate::state::{Outcome, Proposal, State};
 
@@ -36,6 +35,10 @@ impl Work<'_> {
                 Ok(b) => b,
                 Err(not_asked) => return Ok(not_asked),
             },
+        };
+        let call_seq = match self.reserve_call(s, reserve) {
+            Ok(seq) => seq.unwrap_or_default(),
+            Err(not_asked) => return Ok(not_asked),
         };
         self.consulted += 1;
         let Some(advisor) = self.advisor.as_mut() else {
@@ -73,10 +76,12 @@ impl Work<'_> {
         if let Some(e) = advisor.fatal() {
             anyhow::bail!("{e} (nothing was saved)");
         }
+        let before = state.llm.budget.clone();
         settle(state, &settings, &call, reserve, &model, self.cfg.now);
+        self.record_call(state, (s, &model), (call_seq, &call), &before);
         let attempts = call.attempts;
         Ok(match call.outcome {
-            CallOutcome::Answered(answer) => self.answered(state, s, &bytes, answer),
+            CallOutcome::Answered(answer) => self.answered(state, s, Some(&bytes), answer),
             CallOutcome::Failed {
                 class,
                 reason,
@@ -188,7 +193,13 @@ impl Work<'_> {
 
     /// An answer closes the circuit; an EVOLVE opens a proposal (and, with
     /// patches on, commits its content to the sandbox branch).
-    fn answered(&mut self, state: &mut State, s: &Subject, bytes: &[u8], a: Answer) -> Judgement {
+    pub(super) fn answered(
+        &mut self,
+        state: &mut State,
+        s: &Subject,
+        bytes: Option<&[u8]>,
+        a: Answer,
+    ) -> Judgement {
         state.llm.circuit = None;
         if matches!(a.action, Action::Skip) {
             return (Outcome::LlmSkip, a.reason, None);
@@ -203,7 +214,7 @@ impl Work<'_> {
             patch_pending: None,
         };
         if let (Some(content), true) = (&a.content, self.patcher.is_some()) {
-            match patch::validate(bytes, content, self.cfg.max_file_bytes) {
+            match self.patch_checked(&s.path, bytes, content) {
                 Ok(()) => {
                     proposal.patch_pending = Some(content.clone());
                     self.commit_patch(&s.path, &mut proposal);
@@ -222,27 +233,40 @@ impl Work<'_> {
 
     /// Commit a proposal's pending content to the sandbox branch. A failure
     /// keeps it pending for a later wake: one attempt per wake, no loop.
+    /// The decision journal holds the intent before the commit and the
+    /// commit id after it; without the intent nothing is committed.
     pub(super) fn commit_patch(&mut self, path: &str, proposal: &mut Proposal) {
-        let (Some(patcher), Some(content)) =
-            (self.patcher.as_mut(), proposal.patch_pending.clone())
-        else {
+        let Some(content) = proposal.patch_pending.clone() else {
             return;
         };
+        if self.patcher.is_none() || self.patched_before(path, &content, proposal) {
+            return;
+        }
+        let intent = self.intend(path, &content);
+        let Some(patcher) = self.patcher.as_mut() else {
+            return;
+        };
+        let target = format!("{path} on {}", patcher.target());
         let message = format!("sentinel: proposed change to {path}\n\n{}", proposal.reason);
-        match patcher.commit(path, &content, &message) {
+        let result = match intent {
+            Ok(()) => patcher.commit(path, &content, &message),
+            Err(why) => Err(format!("not committed: {why}")),
+        };
+        match result {
             Ok(commit) => {
                 self.writes.push(WriteLog {
                     kind: "patch",
-                    target: format!("{path} on {}", patcher.target()),
+                    target,
                     ok: true,
                     detail: format!("commit {commit}"),
                 });
+                self.committed(path, &content, &commit);
                 proposal.patch_commit = Some(commit);
                 proposal.patch_pending = None;
             }
             Err(why) => self.writes.push(WriteLog {
                 kind: "patch",
-                target: format!("{path} on {}", patcher.target()),
+                target,
                 ok: false,
                 detail: why,
             }),
@@ -318,7 +342,7 @@ fn settle(
 
 /// A call that produced no decision: counted per class, and the circuit
 /// opened when the class calls for it.
-fn failed(
+pub(super) fn failed(
     state: &mut State,
     class: Class,
     reason: String,

@@ -64,14 +64,27 @@ impl Work<'_> {
         }
         let local = self.local(&subject);
         let judgement = if local.outcome == Outcome::NeedsReview && self.cfg.advisor.is_some() {
+            // Paid for by a tick whose save did not happen: taken, not asked again.
+            if let Some(paid) = self.replayed(state, &subject, bytes.as_deref()) {
+                self.fresh += 1;
+                return Ok(self.remember(state, &subject, forced, paid));
+            }
             // Only what costs is bounded: a consultation, and the read it
             // may need when the bytes are not at hand.
             let have_bytes = bytes.is_some() || subject.facts.chars > self.cfg.max_file_bytes;
             if let Some(why) = self.cannot_consult(have_bytes) {
                 return Ok(self.pending(path, subject.novelty, Some(subject.fingerprint), why));
             }
-            self.fresh += 1;
-            self.consult(state, &subject, bytes)?
+            match self.consult(state, &subject, bytes)? {
+                // The decision journal cannot be written: no call was made.
+                (Outcome::Pending, why, _) if self.ledger.down().is_some() => {
+                    return Ok(self.pending(path, subject.novelty, Some(subject.fingerprint), why));
+                }
+                judged => {
+                    self.fresh += 1;
+                    judged
+                }
+            }
         } else {
             self.fresh += 1;
             (local.outcome, local.reason, None)
@@ -263,6 +276,9 @@ impl Work<'_> {
     /// happen count: a file held by the circuit or deferred by the budget
     /// costs nothing.
     fn cannot_consult(&self, have_bytes: bool) -> Option<String> {
+        if let Some(why) = self.ledger.down() {
+            return Some(format!("not asked: {why}"));
+        }
         let limit = self.cfg.batch as u64;
         if limit > 0 && self.consulted >= limit {
             return Some(format!("the batch limit (--batch {limit}) is reached"));

@@ -10,6 +10,7 @@ mod consult;
 mod early;
 mod facts;
 mod judge;
+mod ledger;
 mod plan;
 mod report;
 mod save;
@@ -90,6 +91,7 @@ pub fn run(cfg: &TickConfig, fx: &mut Effects) -> Result<TickReport> {
     };
     let journal = fx.storage.journal_read()?;
     let mut work = Work::new(cfg, &look, fx);
+    work.open_ledger(&mut state)?;
     let spent = work.spend(&mut state, &look);
     let (settled, wanted) = work.plan(&mut state, &look.verdict, look.head.as_deref())?;
     let queue = work.queue(&mut state, wanted);
@@ -146,6 +148,10 @@ struct Work<'a> {
     source: &'a mut dyn Source,
     advisor: Option<&'a mut dyn Advisor>,
     patcher: Option<&'a mut dyn Patcher>,
+    /// Where the decision journal is written.
+    storage: &'a mut dyn Storage,
+    /// The decision journal: what was paid for before the state was saved.
+    ledger: ledger::Ledger,
     /// Writes made while judging (patches), for the report.
     writes: Vec<WriteLog>,
     evidence: &'a str,
@@ -208,6 +214,8 @@ impl<'a> Work<'a> {
             source: &mut *fx.source,
             advisor,
             patcher,
+            storage: &mut *fx.storage,
+            ledger: ledger::Ledger::default(),
             writes: Vec::new(),
             evidence: &cfg.evidence,
             fresh: 0,
@@ -267,6 +275,7 @@ impl Work<'_> {
             ));
         }
         self.retry_patches(state);
+        self.close_ledger(state, files);
         let llm_calls = self.advisor.as_ref().map_or(0, |a| a.calls());
         state.llm.attempts += llm_calls;
         state.novelty.fresh_evaluations += self.fresh;

@@ -176,6 +176,11 @@ pub(super) fn write(
         detail: format!("{bytes} bytes"),
     });
     storage.journal_clear()?;
+    // The saved state holds the decision journal up to its mark; a failure
+    // to remove it costs nothing (the mark says it is folded).
+    if let Err(e) = storage.decisions_clear(state.llm.decisions) {
+        report.notes.push(format!("{e:#}"));
+    }
     if let Some(path) = &cfg.codequality {
         let bytes = crate::report::codequality::render(&state.llm.proposals)?;
         storage.write_report(path, &bytes)?;

@@ -1253,4 +1253,416 @@ mod advisor {
             current_evidence(Some("gpt-4o"))
         );
     }
+
+    mod paid_once {
+        //! Invariant 16, a paid answer is paid once: storages whose save or
+        //! decision journal fails, and a sandbox that counts its commits.
+
+        use anyhow::anyhow;
+
+        use super::*;
+        use crate::llm::client::{Action, Finding, Severity};
+        use crate::patch::Patcher;
+        use crate::state::decisions::{Journal, Line};
+        use crate::state::storage::MemoryStorage;
+        use crate::state::{Header, JournalMark};
+
+        /// A storage that fails what it is told to: the state's save (as on
+        /// a full disk), or appends to the decision journal of some kinds.
+        struct Flaky<S: Storage> {
+            inner: S,
+            fail_save: bool,
+            /// Entry kinds (`reserve`, `answer`, `intent`, `commit`) whose
+            /// append fails.
+            fail_journal: Vec<&'static str>,
+        }
+
+        fn flaky<S: Storage>(inner: S) -> Flaky<S> {
+            Flaky {
+                inner,
+                fail_save: false,
+                fail_journal: Vec::new(),
+            }
+        }
+
+        impl<S: Storage> Storage for Flaky<S> {
+            fn try_lock(&mut self) -> Result<std::result::Result<(), std::path::PathBuf>> {
+                self.inner.try_lock()
+            }
+            fn load_header(&mut self) -> Result<Option<Header>> {
+                self.inner.load_header()
+            }
+            fn load(&mut self) -> Result<Option<State>> {
+                self.inner.load()
+            }
+            fn save(&mut self, state: &State) -> Result<u64> {
+                if self.fail_save {
+                    return Err(anyhow!(
+                        "cannot save state file `state.json`: no space left"
+                    ));
+                }
+                self.inner.save(state)
+            }
+            fn journal_read(&mut self) -> Result<journal::Contents> {
+                self.inner.journal_read()
+            }
+            fn journal_append(
+                &mut self,
+                mark: JournalMark,
+                now: DateTime<Utc>,
+                head: &str,
+            ) -> Result<()> {
+                self.inner.journal_append(mark, now, head)
+            }
+            fn journal_clear(&mut self) -> Result<()> {
+                self.inner.journal_clear()
+            }
+            fn decisions_read(&mut self) -> Result<Journal> {
+                self.inner.decisions_read()
+            }
+            fn decisions_append(&mut self, epoch: u64, line: &Line) -> Result<()> {
+                let kind = serde_json::to_value(line).unwrap()["kind"].clone();
+                if self.fail_journal.iter().any(|k| kind == *k) {
+                    return Err(anyhow!(
+                        "cannot write the decision journal `state.json.decisions`: no space left"
+                    ));
+                }
+                self.inner.decisions_append(epoch, line)
+            }
+            fn decisions_clear(&mut self, mark: JournalMark) -> Result<()> {
+                self.inner.decisions_clear(mark)
+            }
+            fn read_start(&mut self) -> Option<DateTime<Utc>> {
+                self.inner.read_start()
+            }
+            fn write_start(&mut self, now: DateTime<Utc>) -> Result<()> {
+                self.inner.write_start(now)
+            }
+            fn write_report(&mut self, path: &Path, bytes: &[u8]) -> Result<()> {
+                self.inner.write_report(path, bytes)
+            }
+        }
+
+        /// A sandbox branch in memory: every commit, in order.
+        #[derive(Default)]
+        struct Branch {
+            commits: Vec<(String, String)>,
+        }
+
+        impl Patcher for Branch {
+            fn commit(&mut self, path: &str, content: &str, _: &str) -> Result<String, String> {
+                self.commits.push((path.into(), content.into()));
+                Ok(format!("c{}", self.commits.len()))
+            }
+            fn target(&self) -> String {
+                "branch sandbox".into()
+            }
+            fn holds(&mut self, path: &str, content: &str) -> Result<Option<String>, String> {
+                let last = self.commits.iter().rposition(|(p, _)| p == path);
+                Ok(last
+                    .filter(|i| self.commits[*i].1 == content)
+                    .map(|i| format!("c{}", i + 1)))
+            }
+        }
+
+        fn tick_on(
+            c: &TickConfig,
+            src: &mut MemorySource,
+            storage: &mut dyn Storage,
+            advisor: &mut dyn Advisor,
+            patcher: Option<&mut Branch>,
+        ) -> Result<TickReport> {
+            let mut fx = Effects::new(src, storage).with_advisor(Some(advisor));
+            fx.patcher = patcher.map(|p| p as &mut dyn Patcher);
+            crate::tick::run(c, &mut fx)
+        }
+
+        /// `advised` at minute `m`, with patches on or off.
+        fn at(dir: &Path, m: i64, patches: bool) -> TickConfig {
+            let mut c = advised(dir, t0() + Duration::minutes(m));
+            c.patches = patches;
+            c
+        }
+
+        /// What a full disk costs over ten ticks, on `inner`: the calls,
+        /// then the tick that can save again. `next` is the storage of the
+        /// next process (a new one on disk, which takes the lock again; the
+        /// same one in memory).
+        fn ten_failed_saves<S: Storage>(inner: S, dir: &Path, next: impl Fn(S) -> S) -> Flaky<S> {
+            let mut storage = flaky(inner);
+            storage.fail_save = true;
+            let mut src = one_risky_file();
+            let mut p = scripted(|_| skip());
+            for i in 0..10 {
+                let err = tick_on(&at(dir, 2 * i, false), &mut src, &mut storage, &mut p, None)
+                    .unwrap_err();
+                assert!(err.to_string().contains("no space left"), "{err:#}");
+                storage.inner = next(storage.inner);
+            }
+            assert_eq!(p.calls, 1, "ten ticks whose save failed, one paid call");
+
+            // The next process, with its own advisor.
+            storage.fail_save = false;
+            let mut p = scripted(|_| skip());
+            let r = tick_on(&at(dir, 20, false), &mut src, &mut storage, &mut p, None).unwrap();
+            assert_eq!(p.calls, 0, "the answer paid for is the decision");
+            assert_eq!(
+                outcomes(&r),
+                [
+                    ("docs/a.md".into(), "local_skip"),
+                    ("src/auth.js".into(), "llm_skip")
+                ]
+            );
+            assert!(
+                r.notes.iter().any(|n| n.contains("decision journal")),
+                "{:?}",
+                r.notes
+            );
+            let state = storage.load().unwrap().unwrap();
+            let budget = &state.llm.budget;
+            assert_eq!((budget.lifetime_calls, state.llm.attempts), (1, 1));
+            // gpt-4o-mini: 1,000 prompt and 100 completion tokens, once.
+            let one = (1000.0 * 0.15 + 100.0 * 0.60) / 1e6;
+            assert!((budget.measured_today - one).abs() < 1e-12, "{budget:?}");
+            assert_eq!(storage.decisions_read().unwrap(), Journal::default());
+            storage
+        }
+
+        #[test]
+        fn a_failed_save_never_pays_twice() {
+            let dir = tempfile::tempdir().unwrap();
+            let state = dir.path().join("state.json");
+            ten_failed_saves(FileStorage::new(&state), dir.path(), |_| {
+                FileStorage::new(&state)
+            });
+            // `simulate` keeps its journal in memory, like its state.
+            let memory = ten_failed_saves(MemoryStorage::new(), dir.path(), |m| m);
+            assert_eq!(
+                memory.inner.decision_lines, 2,
+                "a reservation and an answer"
+            );
+        }
+
+        fn evolve_with(content: &str) -> Attempt {
+            Ok((
+                Answer {
+                    action: Action::Evolve,
+                    reason: "unchecked input".into(),
+                    findings: vec![Finding {
+                        line: 1,
+                        severity: Severity::Major,
+                        message: "validate".into(),
+                    }],
+                    content: Some(content.into()),
+                },
+                None,
+            ))
+        }
+
+        #[test]
+        fn a_failed_save_never_commits_the_same_patch_twice() {
+            let dir = tempfile::tempdir().unwrap();
+            let mut storage = flaky(MemoryStorage::new());
+            storage.fail_save = true;
+            let mut src = one_risky_file();
+            let mut p = scripted(|_| evolve_with("// v1\n"));
+            let mut branch = Branch::default();
+            for i in 0..10 {
+                let c = at(dir.path(), 2 * i, true);
+                tick_on(&c, &mut src, &mut storage, &mut p, Some(&mut branch)).unwrap_err();
+            }
+            assert_eq!((p.calls, branch.commits.len()), (1, 1));
+
+            storage.fail_save = false;
+            let c = at(dir.path(), 20, true);
+            let r = tick_on(&c, &mut src, &mut storage, &mut p, Some(&mut branch)).unwrap();
+            assert_eq!((p.calls, branch.commits.len()), (1, 1));
+            let patch = r.writes.iter().find(|w| w.kind == "patch").unwrap();
+            assert!(
+                patch.ok && patch.detail.contains("made by an earlier tick"),
+                "{patch:?}"
+            );
+            let proposal = &storage.load().unwrap().unwrap().llm.proposals["src/auth.js"];
+            assert_eq!(proposal.patch_commit.as_deref(), Some("c1"));
+            assert_eq!(proposal.patch_pending, None);
+        }
+
+        #[test]
+        fn a_commit_whose_id_never_reached_the_journal_is_found_on_the_sandbox_branch() {
+            let dir = tempfile::tempdir().unwrap();
+            let mut storage = flaky(MemoryStorage::new());
+            // The commit is made, its id cannot be written, the save fails.
+            storage.fail_save = true;
+            storage.fail_journal = vec!["commit"];
+            let mut src = one_risky_file();
+            let mut p = scripted(|_| evolve_with("// v1\n"));
+            let mut branch = Branch::default();
+            let c = at(dir.path(), 0, true);
+            tick_on(&c, &mut src, &mut storage, &mut p, Some(&mut branch)).unwrap_err();
+            assert_eq!((p.calls, branch.commits.len()), (1, 1));
+
+            storage.fail_save = false;
+            storage.fail_journal.clear();
+            let c = at(dir.path(), 2, true);
+            let r = tick_on(&c, &mut src, &mut storage, &mut p, Some(&mut branch)).unwrap();
+            assert_eq!((p.calls, branch.commits.len()), (1, 1), "{:?}", r.writes);
+            let patch = r.writes.iter().find(|w| w.kind == "patch").unwrap();
+            assert!(
+                patch.detail.contains("found in the sandbox branch"),
+                "{patch:?}"
+            );
+            let proposal = &storage.load().unwrap().unwrap().llm.proposals["src/auth.js"];
+            assert_eq!(proposal.patch_commit.as_deref(), Some("c1"));
+        }
+
+        #[test]
+        fn no_call_is_made_when_the_decision_journal_cannot_be_written() {
+            let dir = tempfile::tempdir().unwrap();
+            let mut storage = flaky(MemoryStorage::new());
+            storage.fail_journal = vec!["reserve"];
+            let mut src = MemorySource::new();
+            src.commit(&[("src/auth.js", "// a\n"), ("src/session.js", "// s\n")]);
+            let mut p = scripted(|_| skip());
+            let r = tick_on(
+                &at(dir.path(), 0, false),
+                &mut src,
+                &mut storage,
+                &mut p,
+                None,
+            )
+            .unwrap();
+            assert_eq!(p.calls, 0);
+            assert_eq!(
+                outcomes(&r),
+                [
+                    ("src/auth.js".into(), "pending"),
+                    ("src/session.js".into(), "pending")
+                ]
+            );
+            for f in &r.files {
+                assert!(f.reason.contains("`state.json.decisions`"), "{}", f.reason);
+            }
+            assert!(
+                r.notes
+                    .iter()
+                    .any(|n| n.contains("cannot write the decision journal"))
+            );
+            assert!(r.state_written, "what was decided without a call is saved");
+
+            // The journal can be written again: the backlog is asked.
+            storage.fail_journal.clear();
+            let r = tick_on(
+                &at(dir.path(), 2, false),
+                &mut src,
+                &mut storage,
+                &mut p,
+                None,
+            )
+            .unwrap();
+            assert_eq!((r.exit_code, p.calls), (14, 2));
+        }
+
+        #[test]
+        fn a_call_whose_answer_never_reached_the_journal_counts_its_reservation_and_decides_nothing()
+         {
+            let dir = tempfile::tempdir().unwrap();
+            let mut storage = flaky(MemoryStorage::new());
+            storage.fail_save = true;
+            storage.fail_journal = vec!["answer"];
+            let mut src = one_risky_file();
+            let mut p = scripted(|_| skip());
+            tick_on(
+                &at(dir.path(), 0, false),
+                &mut src,
+                &mut storage,
+                &mut p,
+                None,
+            )
+            .unwrap_err();
+            assert_eq!(p.calls, 1);
+
+            storage.fail_save = false;
+            storage.fail_journal.clear();
+            let r = tick_on(
+                &at(dir.path(), 2, false),
+                &mut src,
+                &mut storage,
+                &mut p,
+                None,
+            )
+            .unwrap();
+            assert_eq!(p.calls, 1, "not asked again in the tick that replays");
+            let auth = r.files.iter().find(|f| f.path == "src/auth.js").unwrap();
+            assert_eq!(auth.outcome, Outcome::Failed);
+            assert!(
+                auth.reason.contains("is counted as spent"),
+                "{}",
+                auth.reason
+            );
+            let state = storage.load().unwrap().unwrap();
+            let budget = &state.llm.budget;
+            assert_eq!(budget.lifetime_calls, 1);
+            assert!(
+                budget.estimated_today > 0.0,
+                "the reservation is spent: {budget:?}"
+            );
+            assert_eq!(state.llm.failures.get("unknown"), Some(&1));
+
+            // A failure is retried by the next wake.
+            src.amend(&[("docs/b.md", "# b\n")]);
+            let r = tick_on(
+                &at(dir.path(), 4, false),
+                &mut src,
+                &mut storage,
+                &mut p,
+                None,
+            )
+            .unwrap();
+            assert_eq!(p.calls, 2);
+            assert_eq!(r.counts.get("llm_skip"), Some(&1));
+        }
+
+        #[test]
+        fn an_answer_no_file_took_waits_in_the_journal_for_a_later_tick() {
+            let dir = tempfile::tempdir().unwrap();
+            let mut storage = flaky(MemoryStorage::new());
+            storage.fail_save = true;
+            let mut src = one_risky_file();
+            let mut p = scripted(|_| skip());
+            tick_on(
+                &at(dir.path(), 0, false),
+                &mut src,
+                &mut storage,
+                &mut p,
+                None,
+            )
+            .unwrap_err();
+
+            // One read: the doc is read, the file the answer is for is not.
+            storage.fail_save = false;
+            let mut c = at(dir.path(), 2, false);
+            c.max_reads = 1;
+            let r = tick_on(&c, &mut src, &mut storage, &mut p, None).unwrap();
+            assert_eq!(r.counts.get("pending"), Some(&1));
+            assert_ne!(storage.decisions_read().unwrap(), Journal::default());
+
+            let r = tick_on(
+                &at(dir.path(), 4, false),
+                &mut src,
+                &mut storage,
+                &mut p,
+                None,
+            )
+            .unwrap();
+            assert_eq!(r.exit_code, 14);
+            assert_eq!(outcomes(&r), [("src/auth.js".into(), "llm_skip")]);
+            assert_eq!(p.calls, 1);
+            let state = storage.load().unwrap().unwrap();
+            assert_eq!(
+                state.llm.budget.lifetime_calls, 1,
+                "carried, not counted again"
+            );
+            assert_eq!(storage.decisions_read().unwrap(), Journal::default());
+        }
+    }
 }

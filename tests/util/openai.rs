@@ -15,8 +15,8 @@
 use std::collections::VecDeque;
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -285,6 +285,9 @@ struct Shared {
     queue: Mutex<VecDeque<Reply>>,
     default: Mutex<Reply>,
     log: Mutex<Vec<Recorded>>,
+    /// While true, completions are recorded but not answered (`hold`).
+    held: Mutex<bool>,
+    released: Condvar,
 }
 
 impl FakeOpenAi {
@@ -298,6 +301,8 @@ impl FakeOpenAi {
             queue: Mutex::new(VecDeque::new()),
             default: Mutex::new(Reply::completion()),
             log: Mutex::new(Vec::new()),
+            held: Mutex::new(false),
+            released: Condvar::new(),
         });
         let inner = shared.clone();
         let server = Server::start("fake OpenAI", listener, shutdown, move |req, conn, out| {
@@ -330,6 +335,18 @@ impl FakeOpenAi {
         for _ in 0..n {
             self.push(reply.clone());
         }
+    }
+
+    /// Record completions from now on but answer none until `release`: a
+    /// test can then prepare what sentinel meets after the answer.
+    pub fn hold(&self) {
+        *lock(&self.shared.held) = true;
+    }
+
+    /// Answer the held completions, and every later one.
+    pub fn release(&self) {
+        *lock(&self.shared.held) = false;
+        self.shared.released.notify_all();
     }
 
     /// Canned replies not consumed yet.
@@ -382,8 +399,24 @@ fn respond(shared: &Shared, req: &Request, conn: &mut Conn<'_>, out: &mut TcpStr
             &json!({"error": {"message": message, "type": "invalid_request_error", "param": null, "code": null}}),
         )
     };
+    let completion = recorded.is_completion();
     lock(&shared.log).push(recorded);
+    if completion {
+        wait_while_held(shared);
+    }
     send(shared, reply, out)
+}
+
+/// Block this connection's thread while the server is held (or until it stops).
+fn wait_while_held(shared: &Shared) {
+    let mut held = lock(&shared.held);
+    while *held && !shared.shutdown.load(Ordering::SeqCst) {
+        held = shared
+            .released
+            .wait_timeout(held, Duration::from_millis(50))
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+    }
 }
 
 /// Write `reply`; false when the connection must close.
