@@ -127,7 +127,6 @@ fn tick_config(
     rev: String,
     max_reads: usize,
 ) -> Result<TickConfig> {
-    let model = advisor_on.then_some(args.llm.model.as_str());
     let now = args.now.unwrap_or_else(Utc::now);
     Ok(TickConfig {
         state: args.state.resolve(&args.source.repo),
@@ -137,9 +136,11 @@ fn tick_config(
         dry_run: args.dry_run,
         max_files: args.max_files,
         max_file_bytes: args.max_file_bytes,
-        evidence: tick::current_evidence(model),
+        evidence: tick::current_evidence(),
+        legacy_evidence: tick::legacy_evidence(&args.llm.model),
         now,
         advisor: advisor_on.then(|| AdvisorSettings {
+            id: format!("openai:{}", args.llm.model),
             daily_budget: args.llm.daily_budget,
             price: args.llm.price(),
             per_call: args.llm.cost_per_call,
@@ -267,11 +268,7 @@ fn run_explain(args: ExplainArgs) -> Result<u8> {
     let (mut source, rev) = make_source(&args.source, &env)?;
     let judging = tick::Judging {
         max_file_bytes: tick::DEFAULT_MAX_FILE_BYTES,
-        evidence: tick::current_evidence(
-            args.llm
-                .enabled(env.openai_api_key.is_some())?
-                .then_some(args.llm.model.as_str()),
-        ),
+        evidence: tick::current_evidence(),
         locks: args.source.lock.clone(),
         now: Utc::now(),
     };

@@ -14,6 +14,8 @@ mod costs;
 mod dashboard;
 #[path = "e2e/front_door.rs"]
 mod front_door;
+#[path = "e2e/identity.rs"]
+mod identity;
 #[path = "e2e/loops.rs"]
 mod loops;
 #[path = "e2e/patches.rs"]
@@ -22,6 +24,8 @@ mod patches;
 mod properties;
 #[path = "e2e/reliability.rs"]
 mod reliability;
+#[path = "e2e/retries.rs"]
+mod retries;
 #[path = "e2e/scheduler.rs"]
 mod scheduler;
 #[path = "e2e/templates.rs"]

@@ -68,6 +68,9 @@ pub enum Detail {
     },
     Backlog {
         pending: u64,
+        /// Files handed over while the advisor was off, now offered to it.
+        #[serde(skip_serializing_if = "is_zero")]
+        awaiting_advisor: u64,
     },
     /// A watch passed its checkpoint.
     ObservationDue {
@@ -94,6 +97,10 @@ pub struct Verdict {
     pub detail: Option<Detail>,
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 /// What the tick observed before deciding.
 #[derive(Debug, Clone, Copy)]
 pub struct WakeInput<'a> {
@@ -104,6 +111,9 @@ pub struct WakeInput<'a> {
     /// The autonomy admission: `Ok((path, trigger))` when a file may be
     /// reconsidered, `Err(reason)` when it refused, `None` when not asked.
     pub autonomy: Option<Result<(&'a str, &'a str), &'a str>>,
+    /// Who judges in this tick, e.g. `openai:gpt-4o-mini`; `None`: the
+    /// advisor is off.
+    pub advisor: Option<&'a str>,
 }
 
 /// The verdict. Unknown is never unchanged: a failed lookup wakes with its own
@@ -147,11 +157,30 @@ pub fn evaluate(state: &Header, input: &WakeInput) -> Verdict {
             }),
         );
     }
-    if state.backlog_len > 0 {
+    // A model's decisions are its own: another model judges them again.
+    if let Some(a) = input.advisor
+        && let Some(from) = state.decided_by.keys().find(|by| by.as_str() != a)
+    {
+        return wake(
+            Reason::EvidenceChanged,
+            Some(Detail::Evidence {
+                from: from.clone(),
+                to: a.to_string(),
+            }),
+        );
+    }
+    // What waits for the advisor wakes only when it could be asked.
+    let provider_free = state.provider_held_until.is_none_or(|u| u <= input.now);
+    let awaiting_advisor = match input.advisor {
+        Some(_) if provider_free => state.awaiting_advisor,
+        _ => 0,
+    };
+    if state.backlog_len > 0 || awaiting_advisor > 0 {
         return wake(
             Reason::Backlog,
             Some(Detail::Backlog {
                 pending: state.backlog_len,
+                awaiting_advisor,
             }),
         );
     }
@@ -243,6 +272,7 @@ mod tests {
             evidence,
             now: "2026-06-16T12:00:00Z".parse().unwrap(),
             autonomy: None,
+            advisor: None,
         }
     }
 
@@ -354,6 +384,7 @@ mod tests {
                 evidence,
                 now,
                 autonomy,
+                advisor: None,
             },
         );
         seen.push(first.reason);
@@ -365,6 +396,7 @@ mod tests {
                     evidence,
                     now,
                     autonomy,
+                    advisor: None,
                 },
             );
             seen.push(v.reason);

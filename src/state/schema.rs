@@ -86,7 +86,17 @@ pub struct Decision {
     pub outcome: Outcome,
     pub reason: String,
     pub ts: DateTime<Utc>,
+    /// Who decided: `local` (local policy, a hand-over with the advisor off)
+    /// or the advisor, e.g. `openai:gpt-4o-mini`. `None` in a state written
+    /// before decisions named their maker; the first tick that reads it names
+    /// it (`tick::upgrade`), and one it cannot name counts as made by the
+    /// advisor of the tick that reads it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
 }
+
+/// `Decision::by` of local policy.
+pub const BY_LOCAL: &str = "local";
 
 /// Facts learned by reading the file's current bytes (`FileRecord::blob`),
 /// kept so that an unchanged file is never read again to learn them. They are
@@ -268,6 +278,18 @@ pub struct Header {
     /// Until when the model provider's circuit is open.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider_held_until: Option<DateTime<Utc>>,
+    /// The model's remembered decisions (llm_skip, evolve) per advisor: one
+    /// made by another advisor than the tick's is judged again, once.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub decided_by: BTreeMap<String, u64>,
+    /// Files handed over as needs_review while the advisor was off: offered
+    /// to the advisor once it is on.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub awaiting_advisor: u64,
+}
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The next file due for review, kept in the header for the wake gate.
@@ -308,6 +330,10 @@ pub struct State {
     pub autonomy_triggers: Vec<crate::gate::autonomy::Trigger>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider_held_until: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub decided_by: BTreeMap<String, u64>,
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub awaiting_advisor: u64,
     /// Observation mode: open watches and graded predictions.
     #[serde(default)]
     pub observations: crate::gate::observation::ObservationLog,
@@ -338,6 +364,8 @@ impl State {
             autonomy: self.autonomy.clone(),
             autonomy_triggers: self.autonomy_triggers.clone(),
             provider_held_until: self.provider_held_until,
+            decided_by: self.decided_by.clone(),
+            awaiting_advisor: self.awaiting_advisor,
         }
     }
 

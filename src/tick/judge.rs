@@ -14,7 +14,7 @@ use crate::gate::policy::{self, Risk, Role};
 use crate::gate::wake::Reason;
 use crate::llm::client::Finding;
 use crate::source::SourceError;
-use crate::state::{ContentFacts, Decision, Outcome, State};
+use crate::state::{BY_LOCAL, ContentFacts, Decision, Outcome, State};
 
 /// A file about to be judged: what the novelty gate needs and what the
 /// advisor is told.
@@ -63,20 +63,24 @@ impl Work<'_> {
             return Ok(self.reuse(state, &subject));
         }
         let local = self.local(&subject);
-        let judgement = if local.outcome == Outcome::NeedsReview && self.cfg.advisor.is_some() {
-            // Only what costs is bounded: a consultation, and the read it
-            // may need when the bytes are not at hand.
-            let have_bytes = bytes.is_some() || subject.facts.chars > self.cfg.max_file_bytes;
-            if let Some(why) = self.cannot_consult(have_bytes) {
-                return Ok(self.pending(path, subject.novelty, Some(subject.fingerprint), why));
+        let cfg = self.cfg;
+        let (judgement, by) = match &cfg.advisor {
+            Some(advisor) if local.outcome == Outcome::NeedsReview => {
+                // Only what costs is bounded: a consultation, and the read it
+                // may need when the bytes are not at hand.
+                let have_bytes = bytes.is_some() || subject.facts.chars > cfg.max_file_bytes;
+                if let Some(why) = self.cannot_consult(have_bytes) {
+                    return Ok(self.pending(path, subject.novelty, Some(subject.fingerprint), why));
+                }
+                self.fresh += 1;
+                (self.consult(state, &subject, bytes)?, advisor.id.as_str())
             }
-            self.fresh += 1;
-            self.consult(state, &subject, bytes)?
-        } else {
-            self.fresh += 1;
-            (local.outcome, local.reason, None)
+            _ => {
+                self.fresh += 1;
+                ((local.outcome, local.reason, None), BY_LOCAL)
+            }
         };
-        Ok(self.remember(state, &subject, forced, judgement))
+        Ok(self.remember(state, &subject, forced, judgement, by))
     }
 
     /// Facts about the current bytes: remembered per content id, so an
@@ -120,7 +124,9 @@ impl Work<'_> {
         let (fingerprint, resolved) =
             fingerprint_of(&state.files, path, &facts, self.evidence, status);
         let deps_known = resolved.unresolved.is_empty();
-        let novelty = novelty::evaluate(Some(&state.files[path]), &fingerprint, deps_known);
+        let advisor = self.cfg.advisor.as_ref().map(|a| a.id.as_str());
+        let novelty =
+            novelty::evaluate(Some(&state.files[path]), &fingerprint, deps_known, advisor);
         if let Some(r) = state.files.get_mut(path) {
             r.content = Some(facts.clone());
         }
@@ -151,8 +157,12 @@ impl Work<'_> {
             .decision
             .as_ref()
             .expect("unchanged implies a decision");
-        let reason = format!("unchanged since {}: {}", prev.outcome.as_str(), prev.reason);
+        let mut reason = format!("unchanged since {}: {}", prev.outcome.as_str(), prev.reason);
         let (prev_outcome, prev_reason) = (prev.outcome, prev.reason.clone());
+        if prev_outcome == Outcome::Evolve {
+            // Only with the advisor off: an EVOLVE is otherwise asked again.
+            reason.push_str("; kept while the advisor is off");
+        }
         if matches!(prev_outcome, Outcome::LocalSkip | Outcome::LlmSkip) {
             self.observe(state, s, &prev_reason);
         }
@@ -180,6 +190,7 @@ impl Work<'_> {
         s: &Subject,
         forced: bool,
         (outcome, mut reason, findings): Judgement,
+        by: &str,
     ) -> FileReport {
         let now = self.cfg.now;
         if !s.resolved.unresolved.is_empty() {
@@ -209,6 +220,7 @@ impl Work<'_> {
             outcome,
             reason: reason.clone(),
             ts: now,
+            by: Some(by.to_string()),
         };
         novelty::remember(record, &s.fingerprint, decision, now);
         // A proposal stays open until the file is judged again; a failed or

@@ -9,6 +9,7 @@ mod config;
 mod consult;
 mod early;
 mod facts;
+mod identity;
 mod judge;
 mod plan;
 mod report;
@@ -16,7 +17,7 @@ mod save;
 
 use anyhow::Result;
 
-pub use config::{AdvisorSettings, TickConfig, current_evidence};
+pub use config::{AdvisorSettings, LegacyEvidence, TickConfig, current_evidence, legacy_evidence};
 pub use facts::{
     Current, DEFAULT_MAX_FILE_BYTES, Judging, content_hash, current_fingerprint, fingerprint_of,
     review_due, status_of,
@@ -88,6 +89,7 @@ pub fn run(cfg: &TickConfig, fx: &mut Effects) -> Result<TickReport> {
         State::new()
     };
     let journal = fx.storage.journal_read()?;
+    let upgraded = identity::upgrade(&mut state, cfg);
     let mut work = Work::new(cfg, &look, fx);
     let spent = work.spend(&mut state, &look);
     let (settled, wanted) = work.plan(&mut state, &look.verdict, look.head.as_deref())?;
@@ -95,7 +97,7 @@ pub fn run(cfg: &TickConfig, fx: &mut Effects) -> Result<TickReport> {
     let files = work.judge(&mut state, &queue)?;
     let done = work.finish(&mut state, spent, &files);
 
-    let mut notes = done.notes;
+    let mut notes: Vec<String> = upgraded.into_iter().chain(done.notes).collect();
     let counts = save::tally(cfg, &mut state, &files, &mut notes);
     save::summarise(cfg, &mut state, &look, settled, journal);
     let mut report = TickReport::new(

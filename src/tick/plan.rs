@@ -9,7 +9,6 @@ use chrono::{DateTime, Utc};
 use super::{Work, fatal};
 use crate::gate::observation;
 use crate::gate::wake::{Detail, Reason, Verdict};
-use crate::llm::protocol;
 use crate::source::{Change, Entry};
 use crate::state::{FileRecord, Outcome, Proposal, State};
 
@@ -76,7 +75,9 @@ impl Work<'_> {
 
     /// Files to try again: only wakes that look at the tree take them along
     /// (a review, a reconsideration or a grading wake is about its own
-    /// files), and only while the provider is not held.
+    /// files), only with an advisor, and only while the provider is not
+    /// held (as the header says: the wake gate reads the same). Hand-overs
+    /// made while the advisor was off are offered to it here too.
     fn retries(&self, state: &State) -> Vec<String> {
         let retry_wake = matches!(
             self.reason,
@@ -86,14 +87,10 @@ impl Work<'_> {
                 | Reason::EvidenceChanged
                 | Reason::Backlog
         );
-        let provider_open = retry_wake
-            && self.advisor.is_some()
-            && !state
-                .llm
-                .circuit
-                .as_ref()
-                .is_some_and(|c| protocol::is_open(c, self.cfg.now));
-        if !provider_open {
+        let provider_free = retry_wake
+            && self.cfg.advisor.is_some()
+            && state.provider_held_until.is_none_or(|u| u <= self.cfg.now);
+        if !provider_free {
             return Vec::new();
         }
         state
@@ -103,7 +100,11 @@ impl Work<'_> {
                 r.decision.as_ref().is_some_and(|d| {
                     matches!(
                         d.outcome,
-                        Outcome::Deferred | Outcome::Held | Outcome::Failed | Outcome::BadResponse
+                        Outcome::Deferred
+                            | Outcome::Held
+                            | Outcome::Failed
+                            | Outcome::BadResponse
+                            | Outcome::NeedsReview
                     )
                 })
             })

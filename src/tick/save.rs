@@ -82,6 +82,7 @@ pub(super) fn summarise(
         .as_ref()
         .filter(|c| protocol::is_open(c, cfg.now))
         .map(|c| c.until);
+    super::identity::summarise(state);
     state.autonomy_triggers = derived_triggers(state, cfg);
     state.next_review = state
         .files

@@ -49,6 +49,7 @@ fn cfg(dir: &Path, now: DateTime<Utc>) -> TickConfig {
         max_files: 200_000,
         max_file_bytes: DEFAULT_MAX_FILE_BYTES,
         evidence: "ev1".into(),
+        legacy_evidence: Vec::new(),
         now,
         advisor: None,
         locks: Vec::new(),
@@ -642,6 +643,7 @@ mod advisor {
     fn advised(dir: &Path, now: DateTime<Utc>) -> TickConfig {
         let mut c = cfg(dir, now);
         c.advisor = Some(AdvisorSettings {
+            id: "openai:gpt-4o-mini".into(),
             daily_budget: 2.0,
             price: crate::llm::prices::builtin("gpt-4o-mini"),
             per_call: 0.05,
@@ -1198,14 +1200,60 @@ mod advisor {
     }
 
     #[test]
-    fn turning_the_advisor_on_is_an_evidence_change() {
-        assert_ne!(
-            current_evidence(None),
-            current_evidence(Some("gpt-4o-mini"))
-        );
-        assert_ne!(
-            current_evidence(Some("gpt-4o-mini")),
-            current_evidence(Some("gpt-4o"))
-        );
+    fn the_advisor_is_not_part_of_the_evidence_version() {
+        // Each decision names its advisor instead (`Decision::by`).
+        assert_eq!(current_evidence(), current_evidence());
+        for legacy in legacy_evidence("gpt-4o-mini") {
+            assert_ne!(legacy.evidence, current_evidence());
+        }
+    }
+
+    /// A state as a build before `Decision::by` wrote it: the model in the
+    /// evidence version, decisions without a maker.
+    fn legacy_state(dir: &Path, src: &mut MemorySource) -> u64 {
+        let mut c = advised(dir, t0());
+        c.evidence = legacy_evidence("gpt-4o-mini")[1].evidence.clone();
+        c.batch = 0;
+        let mut p = scripted(|_| skip());
+        run_with(&c, src, Some(&mut p)).unwrap();
+        let mut state = load(dir);
+        for r in state.files.values_mut() {
+            r.decision.as_mut().unwrap().by = None;
+        }
+        store::save(&c.state, &state).unwrap();
+        p.calls
+    }
+
+    #[test]
+    fn a_state_written_before_decisions_named_their_advisor_is_carried_over_unbilled() {
+        for advisor_on in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut src = six_for_the_model();
+            assert_eq!(legacy_state(dir.path(), &mut src), 6);
+
+            let mut c = advised(dir.path(), t0() + Duration::minutes(2));
+            c.evidence = current_evidence();
+            c.legacy_evidence = legacy_evidence("gpt-4o-mini");
+            if !advisor_on {
+                c.advisor = None;
+            }
+            let mut p = scripted(|_| skip());
+            let r = run_with(&c, &mut src, Some(&mut p)).unwrap();
+            assert_eq!((r.exit_code, p.calls), (13, 0), "advisor on: {advisor_on}");
+            assert_eq!(r.counts.get("reused"), Some(&10));
+            assert!(
+                r.notes[0].starts_with("carried 10 fingerprint(s) over"),
+                "{:?}",
+                r.notes
+            );
+            let state = load(dir.path());
+            let by = |p: &str| state.files[p].decision.as_ref().unwrap().by.clone();
+            assert_eq!(by("src/auth0.js").as_deref(), Some("openai:gpt-4o-mini"));
+            assert_eq!(by("docs/d0.md").as_deref(), Some("local"));
+
+            c.now += Duration::minutes(2);
+            let r = run_with(&c, &mut src, Some(&mut p)).unwrap();
+            assert_eq!((r.exit_code, p.calls), (0, 0));
+        }
     }
 }
