@@ -16,7 +16,10 @@ use crate::state::{BY_LOCAL, Outcome, State};
 /// another model than the configured one) is left to be judged again.
 /// Returns a note when anything was carried over.
 pub(super) fn upgrade(state: &mut State, cfg: &TickConfig) -> Option<String> {
-    if cfg.legacy_evidence.is_empty() {
+    // Only a state last saved under a legacy version holds legacy
+    // fingerprints: the wake that saves the current version carried them all.
+    let last = state.wake.last_evidence.as_deref()?;
+    if !cfg.legacy_evidence.iter().any(|l| l.evidence == last) {
         return None;
     }
     let current = format!("|ev:{}|", cfg.evidence);
