@@ -37,6 +37,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Explain(args) => run_explain(args),
         Command::Simulate(args) => run_simulate(args),
         Command::Costs(args) => run_costs(args),
+        Command::Reset(args) => run_reset(args),
     }
 }
 
@@ -517,6 +518,45 @@ fn billed_in_window(
         .iter()
         .filter(|(d, _)| window.contains(d))
         .fold((0.0, 0), |(usd, n), (_, b)| (usd + b.usd, n + b.requests))
+}
+
+/// `sentinel reset`: under the state lock, load, reset, save atomically
+/// (only when something changed), and say what was reset.
+fn run_reset(args: crate::cli::ResetArgs) -> Result<u8> {
+    let path = args.state.resolve(&args.repo);
+    if !path.exists() {
+        bail!(
+            "no state file at `{}`; run `sentinel tick` first, or point --state at an existing one",
+            path.display()
+        );
+    }
+    let _lock = match store::try_lock(&path)? {
+        store::LockAttempt::Acquired(lock) => lock,
+        store::LockAttempt::Busy(lock) => {
+            eprintln!(
+                "sentinel: busy (lock {} held by a running tick); nothing was reset, try again",
+                lock.display()
+            );
+            return Ok(crate::exit::BUSY);
+        }
+    };
+    let mut state = store::load(&path)?.ok_or_else(|| {
+        anyhow!(
+            "no state file at `{}`; run `sentinel tick` first",
+            path.display()
+        )
+    })?;
+    let request = crate::reset::Request {
+        paths: args.paths.clone(),
+        circuit: args.circuit,
+        given_up: args.given_up,
+    };
+    let done = crate::reset::apply(&mut state, &request, args.now.unwrap_or_else(Utc::now))?;
+    if done.changed {
+        store::save(&path, &state)?;
+    }
+    emit(format!("{}\n", done.lines.join("\n")))?;
+    Ok(crate::exit::NONE)
 }
 
 /// Write to stdout. A reader that went away (`sentinel stats | head`) is not

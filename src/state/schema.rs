@@ -35,6 +35,9 @@ pub enum Outcome {
     BadResponse,
     /// The file is over the size limit for a model call.
     TooLarge,
+    /// Failed 5 times at one fingerprint: not tried again until the file
+    /// changes or a person runs `sentinel reset`.
+    GivenUp,
 }
 
 impl Outcome {
@@ -62,10 +65,11 @@ impl Outcome {
             Outcome::Failed => "failed",
             Outcome::BadResponse => "bad_response",
             Outcome::TooLarge => "too_large",
+            Outcome::GivenUp => "given_up",
         }
     }
 
-    pub const ALL: [Outcome; 11] = [
+    pub const ALL: [Outcome; 12] = [
         Outcome::Reused,
         Outcome::Pending,
         Outcome::LocalSkip,
@@ -77,6 +81,7 @@ impl Outcome {
         Outcome::Failed,
         Outcome::BadResponse,
         Outcome::TooLarge,
+        Outcome::GivenUp,
     ];
 }
 
@@ -148,6 +153,10 @@ pub struct FileRecord {
     /// Estimated tokens saved since the current fingerprint was established.
     #[serde(default)]
     pub tokens_saved: u64,
+    /// A judgement that did not happen (held, deferred, failed,
+    /// bad_response, given up): when it is tried again, and the failures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<crate::gate::retry::Retry>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -286,6 +295,9 @@ pub struct Header {
     /// to the advisor once it is on.
     #[serde(default, skip_serializing_if = "is_zero_u64")]
     pub awaiting_advisor: u64,
+    /// The earliest time a held, deferred or failed file may be tried again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_retry: Option<DateTime<Utc>>,
 }
 
 fn is_zero_u64(n: &u64) -> bool {
@@ -334,6 +346,8 @@ pub struct State {
     pub decided_by: BTreeMap<String, u64>,
     #[serde(default, skip_serializing_if = "is_zero_u64")]
     pub awaiting_advisor: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_retry: Option<DateTime<Utc>>,
     /// Observation mode: open watches and graded predictions.
     #[serde(default)]
     pub observations: crate::gate::observation::ObservationLog,
@@ -366,6 +380,7 @@ impl State {
             provider_held_until: self.provider_held_until,
             decided_by: self.decided_by.clone(),
             awaiting_advisor: self.awaiting_advisor,
+            next_retry: self.next_retry,
         }
     }
 

@@ -11,8 +11,10 @@ use crate::gate::lifecycle::{self, Status};
 use crate::gate::novelty::{self, Novelty};
 use crate::gate::observation::{self, ObserveInput};
 use crate::gate::policy::{self, Risk, Role};
+use crate::gate::retry;
 use crate::gate::wake::Reason;
 use crate::llm::client::Finding;
+use crate::llm::protocol;
 use crate::source::SourceError;
 use crate::state::{BY_LOCAL, ContentFacts, Decision, Outcome, State};
 
@@ -56,6 +58,9 @@ impl Work<'_> {
             Err(report) => return Ok(report),
         };
         let subject = self.subject(state, path, facts);
+        if let Some(report) = given_up(state, &subject) {
+            return Ok(report);
+        }
         // A scheduled review or a reconsideration is an event in its own
         // right: a remembered SKIP must not swallow it.
         let forced = self.forced.as_deref() == Some(path);
@@ -199,6 +204,7 @@ impl Work<'_> {
                 s.resolved.unresolved.join(", ")
             ));
         }
+        let (outcome, reason) = self.wait(state, s, outcome, reason);
         let record = state
             .files
             .get_mut(&s.path)
@@ -241,6 +247,40 @@ impl Work<'_> {
             .with_fingerprint(Some(s.fingerprint.clone()));
         report.findings = findings;
         report
+    }
+
+    /// Remember how a file whose judgement did not happen waits, and give
+    /// up after `MAX_FAILURES` failures at one fingerprint. A decision waits
+    /// for nothing.
+    fn wait(
+        &self,
+        state: &mut State,
+        s: &Subject,
+        outcome: Outcome,
+        reason: String,
+    ) -> (Outcome, String) {
+        let now = self.cfg.now;
+        let circuit = state
+            .llm
+            .circuit
+            .as_ref()
+            .filter(|c| protocol::is_open(c, now))
+            .map(|c| (c.class, c.until));
+        let record = state
+            .files
+            .get_mut(&s.path)
+            .expect("candidate is in the tree");
+        record.retry = retry::after(record.retry.as_ref(), &s.fingerprint, outcome, circuit, now);
+        match &record.retry {
+            Some(r) if r.given_up() => (
+                Outcome::GivenUp,
+                format!(
+                    "{reason}; gave up after {} failures at this fingerprint: asked again when the file changes, or after `sentinel reset {}`",
+                    r.failures, s.path
+                ),
+            ),
+            _ => (outcome, reason),
+        }
     }
 
     /// A file left for a later tick, and why.
@@ -345,4 +385,21 @@ impl Work<'_> {
             self.cfg.watch_limit,
         );
     }
+}
+
+/// A file that gave up at its current fingerprint is not asked again: it
+/// says so, and waits for a change or `sentinel reset`.
+fn given_up(state: &State, s: &Subject) -> Option<FileReport> {
+    let r = state.files[&s.path]
+        .retry
+        .as_ref()
+        .filter(|r| r.given_up() && r.fingerprint == s.fingerprint)?;
+    let reason = format!(
+        "gave up after {} failures at this fingerprint; `sentinel reset {}` asks again",
+        r.failures, s.path
+    );
+    Some(
+        FileReport::new(&s.path, Outcome::GivenUp, reason, s.novelty)
+            .with_fingerprint(Some(s.fingerprint.clone())),
+    )
 }

@@ -14,6 +14,7 @@ mod judge;
 mod plan;
 mod report;
 mod save;
+mod waiting;
 
 use anyhow::Result;
 
@@ -90,6 +91,7 @@ pub fn run(cfg: &TickConfig, fx: &mut Effects) -> Result<TickReport> {
     };
     let journal = fx.storage.journal_read()?;
     let upgraded = identity::upgrade(&mut state, cfg);
+    waiting::adopt(&mut state, cfg.now);
     let mut work = Work::new(cfg, &look, fx);
     let spent = work.spend(&mut state, &look);
     let (settled, wanted) = work.plan(&mut state, &look.verdict, look.head.as_deref())?;
@@ -99,6 +101,7 @@ pub fn run(cfg: &TickConfig, fx: &mut Effects) -> Result<TickReport> {
 
     let mut notes: Vec<String> = upgraded.into_iter().chain(done.notes).collect();
     let counts = save::tally(cfg, &mut state, &files, &mut notes);
+    notes.extend(waiting::notes(&state, &files, cfg.now));
     save::summarise(cfg, &mut state, &look, settled, journal);
     let mut report = TickReport::new(
         exit::for_reason(look.verdict.reason),
@@ -248,6 +251,7 @@ impl Work<'_> {
                             | Outcome::Held
                             | Outcome::Failed
                             | Outcome::BadResponse
+                            | Outcome::GivenUp
                             | Outcome::Pending
                     )
             });

@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 
 use super::{Work, fatal};
 use crate::gate::observation;
+use crate::gate::retry;
 use crate::gate::wake::{Detail, Reason, Verdict};
 use crate::source::{Change, Entry};
 use crate::state::{FileRecord, Outcome, Proposal, State};
@@ -57,7 +58,8 @@ impl Work<'_> {
     /// The order of work: the file a wake is about first, whatever its place
     /// in the batch; then the wake's own files; then what earlier wakes left
     /// over; then files whose judgement did not happen (deferred, held,
-    /// failed), which are tried again on a wake, never on a tick of their own.
+    /// failed) and whose not-before time passed: a wake takes them along,
+    /// and the header's `next_retry` wakes a tick for them.
     pub(super) fn queue(&self, state: &mut State, mut candidates: Vec<String>) -> Vec<String> {
         if let Some(path) = &self.forced {
             candidates.retain(|p| p != path);
@@ -75,9 +77,10 @@ impl Work<'_> {
 
     /// Files to try again: only wakes that look at the tree take them along
     /// (a review, a reconsideration or a grading wake is about its own
-    /// files), only with an advisor, and only while the provider is not
-    /// held (as the header says: the wake gate reads the same). Hand-overs
-    /// made while the advisor was off are offered to it here too.
+    /// files), only with an advisor, only while the provider is not held
+    /// (as the header says: the wake gate reads the same), and only once a
+    /// file's not-before time has passed. Hand-overs made while the advisor
+    /// was off are offered to it here too.
     fn retries(&self, state: &State) -> Vec<String> {
         let retry_wake = matches!(
             self.reason,
@@ -87,26 +90,21 @@ impl Work<'_> {
                 | Reason::EvidenceChanged
                 | Reason::Backlog
         );
-        let provider_free = retry_wake
+        let now = self.cfg.now;
+        let askable = retry_wake
             && self.cfg.advisor.is_some()
-            && state.provider_held_until.is_none_or(|u| u <= self.cfg.now);
-        if !provider_free {
+            && retry::provider_free(state.provider_held_until, now);
+        if !askable {
             return Vec::new();
         }
         state
             .files
             .iter()
             .filter(|(_, r)| {
-                r.decision.as_ref().is_some_and(|d| {
-                    matches!(
-                        d.outcome,
-                        Outcome::Deferred
-                            | Outcome::Held
-                            | Outcome::Failed
-                            | Outcome::BadResponse
-                            | Outcome::NeedsReview
-                    )
-                })
+                r.retry.as_ref().is_some_and(|w| w.due(now))
+                    || r.decision
+                        .as_ref()
+                        .is_some_and(|d| d.outcome == Outcome::NeedsReview)
             })
             .map(|(p, _)| p.clone())
             .collect()

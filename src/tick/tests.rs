@@ -862,7 +862,7 @@ mod advisor {
             (spent - (1000.0 * 2.5 + 100.0 * 10.0) / 1e6).abs() < 1e-12,
             "{spent}"
         );
-        // A deferred file makes no tick of its own: the next tick is a no-op.
+        // A deferred file waits for the next UTC day: the next tick is a no-op.
         c.now += Duration::minutes(2);
         let r = run_with(&c, &mut src, Some(&mut p)).unwrap();
         assert_eq!(r.exit_code, 0);
@@ -1255,5 +1255,52 @@ mod advisor {
             let r = run_with(&c, &mut src, Some(&mut p)).unwrap();
             assert_eq!((r.exit_code, p.calls), (0, 0));
         }
+    }
+
+    #[test]
+    fn a_provider_down_for_three_days_costs_finitely_many_calls_and_wakes() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut src = MemorySource::new();
+        src.commit(&[("src/a.js", "// a\n"), ("src/b.js", "// b\n")]);
+        let mut down = scripted(|_| http(500, SERVER));
+        let mut wakes = 0;
+        let mut last_wake = t0();
+        for i in 0..3 * 24 * 30 {
+            let now = t0() + Duration::minutes(2 * i);
+            let r = run_with(&advised(dir.path(), now), &mut src, Some(&mut down)).unwrap();
+            if r.exit_code != 0 {
+                wakes += 1;
+                last_wake = now;
+            }
+        }
+        // Five failures each (three attempts a call), then both give up.
+        assert_eq!(down.calls, 2 * 5 * 3);
+        assert!(wakes <= 12, "{wakes} wakes");
+        assert!(last_wake < t0() + Duration::days(3) - Duration::hours(12));
+        let state = load(dir.path());
+        for path in ["src/a.js", "src/b.js"] {
+            let d = state.files[path].decision.as_ref().unwrap();
+            assert_eq!(d.outcome, Outcome::GivenUp, "{path}");
+        }
+        assert_eq!(state.next_retry, None);
+    }
+
+    #[test]
+    fn a_wake_before_the_not_before_time_does_not_take_the_file_along() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut src = one_risky_file();
+        let mut bad = scripted(|_| Err((Failure::BadResponse("not JSON".into()), None)));
+        run_with(&advised(dir.path(), t0()), &mut src, Some(&mut bad)).unwrap();
+        assert_eq!(bad.calls, 2);
+        src.amend(&[("docs/a.md", "# a v2\n")]);
+        let r = run_with(
+            &advised(dir.path(), t0() + Duration::minutes(2)),
+            &mut src,
+            Some(&mut bad),
+        )
+        .unwrap();
+        assert_eq!(r.exit_code, 12);
+        assert_eq!(outcomes(&r), [("docs/a.md".into(), "local_skip")]);
+        assert_eq!(bad.calls, 2);
     }
 }

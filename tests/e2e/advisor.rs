@@ -459,10 +459,14 @@ fn advisor_an_answer_that_is_not_the_expected_json_is_two_attempts_and_bad_respo
         2.0 * NOT_JSON_USAGE.cost(MINI.0, MINI.1, MINI.2),
     );
 
-    // Not a decision: the next wake asks again.
+    // Not a decision: asked again once its 10-minute wait is over (by a
+    // wake of its own), not by a wake before that.
     ai.answer_always(Reply::completion());
     change(&sb, GUIDE, 2);
     let r = tick(&sb, &ai, &at(602), &[], 12);
+    assert_posts(&ai, 2);
+    assert_eq!(paths(&r), [GUIDE]);
+    let r = tick(&sb, &ai, &at(610), &[], 14);
     assert_posts(&ai, 3);
     assert_eq!(outcome(&r, AUTH), "llm_skip");
 }
@@ -779,7 +783,7 @@ fn advisor_a_call_that_would_cross_the_daily_budget_is_deferred() {
     );
     assert!(reason(&r, SESSION).starts_with("daily-budget-exhausted"));
 
-    // A deferred file wakes nothing of its own.
+    // A deferred file waits for the next UTC day: no wake before it.
     let out = sb.advisor_tick_cmd(&ai, &at(602)).args(price).output();
     expect_code(&out, 0);
     assert_posts(&ai, 1);
