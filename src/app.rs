@@ -275,7 +275,11 @@ fn run_explain(args: ExplainArgs) -> Result<u8> {
     };
     let current = tick::current_fingerprint(&state, source.as_mut(), &rev, &file, &judging);
     explainable(&file, state.files.contains_key(&file), &current)?;
-    let e = explain::explain(&file, state.files.get(&file), &current);
+    let advisor = args
+        .llm
+        .enabled(env.openai_api_key.is_some())?
+        .then(|| format!("openai:{}", args.llm.model));
+    let e = explain::explain(&file, state.files.get(&file), &current, advisor.as_deref());
     if args.json {
         emit(format!("{}\n", serde_json::to_string(&e)?))?;
     } else {

@@ -978,7 +978,7 @@ pub struct ExplainArgs {
     pub source: SourceArgs,
     #[command(flatten)]
     pub state: StateArg,
-    /// The advisor settings of the ticks (they are part of the evidence version).
+    /// The advisor settings of the ticks (a decision stands for the advisor that made it).
     #[command(flatten)]
     pub llm: LlmArgs,
     /// Print the explanation as one JSON object on stdout.

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::expect_code;
 use crate::retries::{AUTH, GUIDE, SESSION, change, outcome, sandbox, state, tick};
-use crate::util::openai::FakeOpenAi;
+use crate::util::openai::{FakeOpenAi, KEY};
 use crate::util::{Output, Sandbox, at};
 
 const A: &str = "src/a.js";
@@ -109,4 +109,42 @@ fn a_model_change_rejudges_only_what_the_model_judged() {
     }
     tick(&sb, &ai, &at(604), &other, 0);
     assert_eq!(ai.posts(), 6);
+}
+
+/// `sentinel explain PATH --json` with the key and `extra` flags.
+fn explain(sb: &Sandbox, path: &str, extra: &[&str]) -> Value {
+    let out = sb
+        .sentinel(["explain", path, "--json"])
+        .args(extra)
+        .arg("--repo")
+        .arg(&sb.repo.root)
+        .arg("--state")
+        .arg(&sb.state)
+        .env("OPENAI_API_KEY", KEY)
+        .output();
+    expect_code(&out, 0);
+    out.json()
+}
+
+#[test]
+fn explain_says_when_another_model_would_judge_again() {
+    let sb = sandbox(&[AUTH, GUIDE]);
+    let ai = FakeOpenAi::start();
+    // `explain` reads the clock (a file's lifecycle status depends on it):
+    // the tick runs at the clock's time too.
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    tick(&sb, &ai, &now, &[], 10);
+    let e = explain(&sb, AUTH, &[]);
+    assert!(
+        e["verdict"].as_str().unwrap().starts_with("unchanged"),
+        "{e}"
+    );
+    let e = explain(&sb, AUTH, &["--model", "gpt-4o"]);
+    assert_eq!(
+        e["verdict"],
+        "advisor-changed: decided by openai:gpt-4o-mini; the next look asks openai:gpt-4o again"
+    );
+    assert_eq!(e["last_decision"]["by"], "openai:gpt-4o-mini");
+    let e = explain(&sb, GUIDE, &["--model", "gpt-4o"]);
+    assert!(e["verdict"].as_str().unwrap().starts_with("unchanged"));
 }
