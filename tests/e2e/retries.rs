@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::expect_code;
 use crate::util::openai::{FakeOpenAi, Reply};
-use crate::util::{Output, Sandbox, at, snapshot};
+use crate::util::{Output, Sandbox, at, hold_lock, snapshot};
 
 /// High risk: always sent to the model.
 pub const AUTH: &str = "src/auth.js";
@@ -306,4 +306,25 @@ fn a_rejected_key_names_the_reset_command() {
     assert_eq!(r["counts"]["llm_skip"], 5);
     assert_eq!(ai.posts(), 6);
     assert_eq!(state(&sb)["llm"]["circuit"], Value::Null);
+}
+
+#[test]
+fn reset_under_a_running_tick_is_busy_and_resets_nothing() {
+    let sb = sandbox(&[AUTH, GUIDE]);
+    let ai = FakeOpenAi::start();
+    ai.answer_always(Reply::fixture(401, "bad-key.json"));
+    tick(&sb, &ai, &at(600), &[], 10);
+    let before = snapshot(&sb.state);
+    let _held = hold_lock(&sb.state);
+    let out = reset(&sb, &at(601), &["--circuit"]);
+    expect_code(&out, 20);
+    assert!(out.stderr.contains("nothing was reset"), "{}", out.stderr);
+    assert_eq!(snapshot(&sb.state), before);
+}
+
+#[test]
+fn reset_needs_something_to_reset() {
+    let sb = sandbox(&[AUTH]);
+    let out = sb.sentinel(["reset"]).output();
+    expect_code(&out, 2);
 }
