@@ -40,6 +40,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Explain(args) => run_explain(args),
         Command::Simulate(args) => run_simulate(args),
         Command::Costs(args) => run_costs(args),
+        Command::Reset(args) => run_reset(args),
     }
 }
 
@@ -151,10 +152,6 @@ fn tick_config(
     rev: String,
     max_reads: usize,
 ) -> Result<TickConfig> {
-    let model = match &args.llm.agent {
-        Some(_) => advisor_on.then_some("agent"),
-        None => advisor_on.then_some(args.llm.model.as_str()),
-    };
     let now = args.now.unwrap_or_else(Utc::now);
     Ok(TickConfig {
         state: args.state.resolve(&args.source.repo),
@@ -164,9 +161,15 @@ fn tick_config(
         dry_run: args.dry_run,
         max_files: args.max_files,
         max_file_bytes: args.max_file_bytes,
-        evidence: tick::current_evidence(model),
+        evidence: tick::current_evidence(),
+        legacy_evidence: tick::legacy_evidence(&args.llm.model),
         now,
         advisor: advisor_on.then(|| AdvisorSettings {
+            // Who decided, remembered with each decision: the agent, or the model.
+            id: match &args.llm.agent {
+                Some(_) => "agent".to_string(),
+                None => format!("openai:{}", args.llm.model),
+            },
             daily_budget: args.llm.daily_budget,
             // An agent's cost is what it reports, else the per-call estimate.
             price: args.llm.agent.is_none().then(|| args.llm.price()).flatten(),
@@ -284,17 +287,17 @@ fn run_explain(args: ExplainArgs) -> Result<u8> {
     let (mut source, rev) = make_source(&args.source, &env)?;
     let judging = tick::Judging {
         max_file_bytes: tick::DEFAULT_MAX_FILE_BYTES,
-        evidence: tick::current_evidence(
-            args.llm
-                .enabled(env.openai_api_key.is_some())?
-                .then_some(args.llm.model.as_str()),
-        ),
+        evidence: tick::current_evidence(),
         locks: args.source.lock.clone(),
         now: Utc::now(),
     };
     let current = tick::current_fingerprint(&state, source.as_mut(), &rev, &file, &judging);
     explainable(&file, state.files.contains_key(&file), &current)?;
-    let e = explain::explain(&file, state.files.get(&file), &current);
+    let advisor = args
+        .llm
+        .enabled(env.openai_api_key.is_some())?
+        .then(|| format!("openai:{}", args.llm.model));
+    let e = explain::explain(&file, state.files.get(&file), &current, advisor.as_deref());
     if args.json {
         emit(format!("{}\n", serde_json::to_string(&e)?))?;
     } else {
@@ -537,6 +540,45 @@ fn billed_in_window(
         .iter()
         .filter(|(d, _)| window.contains(d))
         .fold((0.0, 0), |(usd, n), (_, b)| (usd + b.usd, n + b.requests))
+}
+
+/// `sentinel reset`: under the state lock, load, reset, save atomically
+/// (only when something changed), and say what was reset.
+fn run_reset(args: crate::cli::ResetArgs) -> Result<u8> {
+    let path = args.state.resolve(&args.repo);
+    if !path.exists() {
+        bail!(
+            "no state file at `{}`; run `sentinel tick` first, or point --state at an existing one",
+            path.display()
+        );
+    }
+    let _lock = match store::try_lock(&path)? {
+        store::LockAttempt::Acquired(lock) => lock,
+        store::LockAttempt::Busy(lock) => {
+            eprintln!(
+                "sentinel: busy (lock {} held by a running tick); nothing was reset, try again",
+                lock.display()
+            );
+            return Ok(crate::exit::BUSY);
+        }
+    };
+    let mut state = store::load(&path)?.ok_or_else(|| {
+        anyhow!(
+            "no state file at `{}`; run `sentinel tick` first",
+            path.display()
+        )
+    })?;
+    let request = crate::reset::Request {
+        paths: args.paths.clone(),
+        circuit: args.circuit,
+        given_up: args.given_up,
+    };
+    let done = crate::reset::apply(&mut state, &request, args.now.unwrap_or_else(Utc::now))?;
+    if done.changed {
+        store::save(&path, &state)?;
+    }
+    emit(format!("{}\n", done.lines.join("\n")))?;
+    Ok(crate::exit::NONE)
 }
 
 /// Write to stdout. A reader that went away (`sentinel stats | head`) is not

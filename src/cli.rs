@@ -87,6 +87,74 @@ pub enum Command {
     /// beside sentinel's own count, day by day.
     #[command(after_help = COSTS_AFTER)]
     Costs(CostsArgs),
+    /// Let a person end a wait: ask again about files, close the circuit.
+    ///
+    /// Forgets the failures, the not-before time and the given-up mark of
+    /// the files named (or of every given-up file), or closes the provider's
+    /// circuit, so that the next tick asks again. Under the state lock;
+    /// prints what it reset.
+    #[command(after_help = RESET_AFTER)]
+    Reset(ResetArgs),
+}
+
+const RESET_AFTER: &str = "\
+Examples:
+  sentinel reset --circuit          after fixing the key or topping up
+  sentinel reset src/auth.js        ask again about a file that gave up
+  sentinel reset --given-up         ask again about every file that gave up
+
+Exit codes: 0 done (also when there was nothing to reset), 20 busy (a tick
+holds the lock), 1 error (no state, or a path the state does not know:
+nothing is reset then).";
+
+/// `sentinel reset`: what a person resets.
+#[derive(Debug, Clone, Args)]
+#[command(group(
+    clap::ArgGroup::new("what")
+        .required(true)
+        .multiple(true)
+        .args(["paths", "circuit", "given_up"])
+))]
+pub struct ResetArgs {
+    /// Files to ask about again, as paths from the repository root.
+    ///
+    /// As `tick --json` prints them.
+    #[arg(value_name = "PATH")]
+    pub paths: Vec<String>,
+    /// The clone the default state path is relative to.
+    #[arg(
+        long,
+        env = "SENTINEL_REPO",
+        help_heading = SOURCE,
+        value_name = "DIR",
+        default_value = "."
+    )]
+    pub repo: PathBuf,
+    #[command(flatten)]
+    pub state: StateArg,
+    /// Close the provider's circuit.
+    ///
+    /// Every file it holds, or that waits for it after a failure, is asked
+    /// about again by the next tick. Run it after fixing what the circuit is
+    /// about: the key, the quota, the model.
+    #[arg(long, help_heading = STATE)]
+    pub circuit: bool,
+    /// Ask again about every file that gave up.
+    ///
+    /// A file gives up after 5 failures at one fingerprint.
+    #[arg(long, help_heading = STATE)]
+    pub given_up: bool,
+    /// The time of the reset, RFC 3339 [default: the clock].
+    ///
+    /// The files reset are due from then.
+    #[arg(
+        long,
+        env = "SENTINEL_NOW",
+        help_heading = SCHEDULING,
+        value_name = "RFC3339",
+        value_parser = parse_now
+    )]
+    pub now: Option<DateTime<Utc>>,
 }
 
 const COSTS_AFTER: &str = "\
@@ -955,7 +1023,7 @@ pub struct ExplainArgs {
     pub source: SourceArgs,
     #[command(flatten)]
     pub state: StateArg,
-    /// The advisor settings of the ticks (they are part of the evidence version).
+    /// The advisor settings of the ticks (a decision stands for the advisor that made it).
     #[command(flatten)]
     pub llm: LlmArgs,
     /// Print the explanation as one JSON object on stdout.

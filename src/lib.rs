@@ -10,6 +10,7 @@ pub mod llm;
 pub mod patch;
 pub mod publish;
 pub mod report;
+pub mod reset;
 pub mod simulate;
 pub mod source;
 pub mod state;

@@ -167,9 +167,11 @@ fn config(now: DateTime<Utc>, batch: usize, trigger: Trigger) -> TickConfig {
         dry_run: false,
         max_files: 200_000,
         max_file_bytes: tick::DEFAULT_MAX_FILE_BYTES,
-        evidence: tick::current_evidence(Some("simulated")),
+        evidence: tick::current_evidence(),
+        legacy_evidence: Vec::new(),
         now,
         advisor: Some(AdvisorSettings {
+            id: "openai:simulated".into(),
             daily_budget: 1_000.0,
             price: crate::llm::prices::builtin("gpt-4o-mini"),
             per_call: 0.05,
@@ -320,13 +322,14 @@ fn novelty_only_tick(
             deps: Some(&[]),
         });
         let record = memory.entry(path.clone()).or_default();
-        if novelty::evaluate(Some(record), &fp, true).is_novel() {
+        if novelty::evaluate(Some(record), &fp, true, Some("openai:simulated")).is_novel() {
             only.fresh_evaluations += 1;
             only.model_calls += 1;
             let decision = Decision {
                 outcome: Outcome::LlmSkip,
                 reason: "stable".into(),
                 ts: t,
+                by: Some("openai:simulated".into()),
             };
             novelty::remember(record, &fp, decision, t);
         } else {

@@ -18,6 +18,8 @@ mod costs;
 mod dashboard;
 #[path = "e2e/front_door.rs"]
 mod front_door;
+#[path = "e2e/identity.rs"]
+mod identity;
 #[path = "e2e/loops.rs"]
 mod loops;
 #[path = "e2e/paid_once.rs"]
@@ -28,6 +30,8 @@ mod patches;
 mod properties;
 #[path = "e2e/reliability.rs"]
 mod reliability;
+#[path = "e2e/retries.rs"]
+mod retries;
 #[path = "e2e/scheduler.rs"]
 mod scheduler;
 #[path = "e2e/templates.rs"]

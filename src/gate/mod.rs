@@ -9,4 +9,5 @@ pub mod lifecycle;
 pub mod novelty;
 pub mod observation;
 pub mod policy;
+pub mod retry;
 pub mod wake;

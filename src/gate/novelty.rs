@@ -5,7 +5,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use super::policy::hex;
-use crate::state::{Decision, FileRecord};
+use crate::state::{Decision, FileRecord, Outcome};
 
 /// Everything that would change the answer for one file.
 #[derive(Debug, Clone, PartialEq)]
@@ -97,6 +97,11 @@ pub enum Novelty {
     Changed,
     #[serde(rename = "prev-not-reusable")]
     PrevNotReusable,
+    /// The remembered decision is another advisor's: a model's answer and
+    /// this tick's model differ, or a hand-over made with the advisor off
+    /// meets an advisor.
+    #[serde(rename = "advisor-changed")]
+    AdvisorChanged,
     #[serde(rename = "unchanged")]
     Unchanged,
 }
@@ -112,13 +117,24 @@ impl Novelty {
             Novelty::DependenciesUnknown => "dependencies-unknown",
             Novelty::Changed => "changed",
             Novelty::PrevNotReusable => "prev-not-reusable",
+            Novelty::AdvisorChanged => "advisor-changed",
             Novelty::Unchanged => "unchanged",
         }
     }
 }
 
-/// Compare the current fingerprint with what is remembered.
-pub fn evaluate(prev: Option<&FileRecord>, fp: &str, deps_known: bool) -> Novelty {
+/// Compare the current fingerprint with what is remembered. `advisor` is the
+/// identity of this tick's advisor (`None`: off). A decision stands for the
+/// advisor that made it: a model's answer is judged again by another model,
+/// and a hand-over made with the advisor off is offered to the advisor once
+/// it is on. With the advisor off, what a model decided stands (an EVOLVE
+/// too: it is asked again only when there is an advisor to ask).
+pub fn evaluate(
+    prev: Option<&FileRecord>,
+    fp: &str,
+    deps_known: bool,
+    advisor: Option<&str>,
+) -> Novelty {
     let Some(prev) = prev.filter(|p| p.fingerprint.is_some()) else {
         return Novelty::FirstSeen;
     };
@@ -128,8 +144,15 @@ pub fn evaluate(prev: Option<&FileRecord>, fp: &str, deps_known: bool) -> Novelt
     if prev.fingerprint.as_deref() != Some(fp) {
         return Novelty::Changed;
     }
-    match &prev.decision {
-        Some(d) if d.outcome.is_reusable() => Novelty::Unchanged,
+    let Some(d) = &prev.decision else {
+        return Novelty::PrevNotReusable;
+    };
+    let by_another = |a: &str| d.by.as_deref().is_some_and(|b| b != a);
+    match (advisor, d.outcome) {
+        (Some(_), Outcome::NeedsReview) => Novelty::AdvisorChanged,
+        (Some(a), Outcome::LlmSkip | Outcome::Evolve) if by_another(a) => Novelty::AdvisorChanged,
+        (None, Outcome::Evolve) => Novelty::Unchanged,
+        (_, o) if o.is_reusable() => Novelty::Unchanged,
         _ => Novelty::PrevNotReusable,
     }
 }
@@ -184,7 +207,6 @@ pub fn evict<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::Outcome;
 
     fn parts() -> Parts<'static> {
         Parts {
@@ -214,6 +236,10 @@ mod tests {
                 outcome,
                 reason: "r".into(),
                 ts: now(),
+                by: Some(match outcome {
+                    Outcome::LocalSkip | Outcome::NeedsReview => "local".into(),
+                    _ => "openai:gpt-4o-mini".into(),
+                }),
             },
             now(),
         );
@@ -319,28 +345,66 @@ mod tests {
     #[test]
     fn evaluate_first_seen_changed_unchanged() {
         let fp = fingerprint(&parts());
-        assert_eq!(evaluate(None, &fp, true), Novelty::FirstSeen);
+        assert_eq!(evaluate(None, &fp, true, None), Novelty::FirstSeen);
         let (r, fp) = decided(Outcome::LocalSkip);
-        assert_eq!(evaluate(Some(&r), &fp, true), Novelty::Unchanged);
-        assert_eq!(evaluate(Some(&r), "other", true), Novelty::Changed);
+        assert_eq!(evaluate(Some(&r), &fp, true, None), Novelty::Unchanged);
+        assert_eq!(evaluate(Some(&r), "other", true, None), Novelty::Changed);
     }
 
     #[test]
     fn unknown_dependencies_are_never_unchanged() {
         let (r, fp) = decided(Outcome::LocalSkip);
-        assert_eq!(evaluate(Some(&r), &fp, false), Novelty::DependenciesUnknown);
+        assert_eq!(
+            evaluate(Some(&r), &fp, false, None),
+            Novelty::DependenciesUnknown
+        );
     }
+
+    const MINI: Option<&str> = Some("openai:gpt-4o-mini");
 
     #[test]
     fn only_a_skip_is_reused() {
         for outcome in Outcome::ALL {
             let (r, fp) = decided(outcome);
             let expected = match outcome {
-                Outcome::LocalSkip | Outcome::LlmSkip | Outcome::NeedsReview => Novelty::Unchanged,
+                Outcome::LocalSkip | Outcome::LlmSkip => Novelty::Unchanged,
+                Outcome::NeedsReview => Novelty::AdvisorChanged,
                 _ => Novelty::PrevNotReusable,
             };
-            assert_eq!(evaluate(Some(&r), &fp, true), expected, "{outcome:?}");
+            assert_eq!(evaluate(Some(&r), &fp, true, MINI), expected, "{outcome:?}");
         }
+    }
+
+    #[test]
+    fn with_the_advisor_off_what_was_decided_stands() {
+        for outcome in Outcome::ALL {
+            let (r, fp) = decided(outcome);
+            let expected = match outcome {
+                Outcome::LocalSkip | Outcome::LlmSkip | Outcome::NeedsReview | Outcome::Evolve => {
+                    Novelty::Unchanged
+                }
+                _ => Novelty::PrevNotReusable,
+            };
+            assert_eq!(evaluate(Some(&r), &fp, true, None), expected, "{outcome:?}");
+        }
+    }
+
+    #[test]
+    fn another_model_judges_again_only_what_a_model_judged() {
+        let gpt4o = Some("openai:gpt-4o");
+        for outcome in [Outcome::LlmSkip, Outcome::Evolve] {
+            let (r, fp) = decided(outcome);
+            assert_eq!(
+                evaluate(Some(&r), &fp, true, gpt4o),
+                Novelty::AdvisorChanged
+            );
+        }
+        let (r, fp) = decided(Outcome::LocalSkip);
+        assert_eq!(evaluate(Some(&r), &fp, true, gpt4o), Novelty::Unchanged);
+        // Written before decisions named their maker: it stands.
+        let (mut r, fp) = decided(Outcome::LlmSkip);
+        r.decision.as_mut().unwrap().by = None;
+        assert_eq!(evaluate(Some(&r), &fp, true, gpt4o), Novelty::Unchanged);
     }
 
     #[test]

@@ -237,13 +237,13 @@ pub fn decide(role: Role, risk: Risk) -> LocalDecision {
 }
 
 /// What the evidence version hashes: everything that is not per-file yet
-/// changes an answer.
+/// changes an answer. The advisor is not part of it: each decision names the
+/// advisor that made it (`Decision::by`), so switching the advisor off and on
+/// changes no fingerprint.
 #[derive(Debug, Clone)]
 pub struct EvidenceInputs<'a> {
     pub rules: &'a str,
     pub policy: &'a str,
-    /// `off` while there is no advisor.
-    pub model: &'a str,
 }
 
 impl Default for EvidenceInputs<'_> {
@@ -251,15 +251,25 @@ impl Default for EvidenceInputs<'_> {
         EvidenceInputs {
             rules: RULES_VERSION,
             policy: POLICY_VERSION,
-            model: "off",
         }
     }
 }
 
 /// A short id of the evidence, e.g. `3f9a1c0d2b7e`.
 pub fn evidence_version(inputs: &EvidenceInputs) -> String {
+    short_hash(&[inputs.rules, inputs.policy])
+}
+
+/// The evidence version as states written before the advisor left it carry
+/// it: rules, policy and `model` (`off`, or `openai:<model>`). A state is
+/// recognised by it and carried over instead of judged again.
+pub fn legacy_evidence_version(inputs: &EvidenceInputs, model: &str) -> String {
+    short_hash(&[inputs.rules, inputs.policy, model])
+}
+
+fn short_hash(parts: &[&str]) -> String {
     let mut h = Sha256::new();
-    for part in [inputs.rules, inputs.policy, inputs.model] {
+    for part in parts {
         h.update(part.as_bytes());
         h.update([0u8]);
     }
@@ -339,7 +349,7 @@ mod tests {
     }
 
     #[test]
-    fn evidence_version_changes_with_rules_policy_or_model() {
+    fn evidence_version_changes_with_rules_or_policy_never_with_the_model() {
         let base = evidence_version(&EvidenceInputs::default());
         assert_eq!(base.len(), 12);
         assert_eq!(base, evidence_version(&EvidenceInputs::default()));
@@ -352,12 +362,20 @@ mod tests {
                 policy: "policy-2",
                 ..EvidenceInputs::default()
             },
-            EvidenceInputs {
-                model: "gpt-4o-mini",
-                ..EvidenceInputs::default()
-            },
         ] {
             assert_ne!(evidence_version(&changed), base);
         }
+    }
+
+    #[test]
+    fn the_legacy_evidence_version_is_the_one_earlier_states_carry() {
+        // The value a state written with the advisor off carries today.
+        let d = EvidenceInputs::default();
+        assert_eq!(legacy_evidence_version(&d, "off"), "d648350d787d");
+        assert_ne!(
+            legacy_evidence_version(&d, "off"),
+            legacy_evidence_version(&d, "openai:gpt-4o-mini")
+        );
+        assert_ne!(legacy_evidence_version(&d, "off"), evidence_version(&d));
     }
 }

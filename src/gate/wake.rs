@@ -68,6 +68,12 @@ pub enum Detail {
     },
     Backlog {
         pending: u64,
+        /// Files handed over while the advisor was off, now offered to it.
+        #[serde(skip_serializing_if = "is_zero")]
+        awaiting_advisor: u64,
+        /// Held, deferred or failed files may be tried again since then.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        retry_due: Option<DateTime<Utc>>,
     },
     /// A watch passed its checkpoint.
     ObservationDue {
@@ -94,6 +100,10 @@ pub struct Verdict {
     pub detail: Option<Detail>,
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 /// What the tick observed before deciding.
 #[derive(Debug, Clone, Copy)]
 pub struct WakeInput<'a> {
@@ -104,6 +114,9 @@ pub struct WakeInput<'a> {
     /// The autonomy admission: `Ok((path, trigger))` when a file may be
     /// reconsidered, `Err(reason)` when it refused, `None` when not asked.
     pub autonomy: Option<Result<(&'a str, &'a str), &'a str>>,
+    /// Who judges in this tick, e.g. `openai:gpt-4o-mini`; `None`: the
+    /// advisor is off.
+    pub advisor: Option<&'a str>,
 }
 
 /// The verdict. Unknown is never unchanged: a failed lookup wakes with its own
@@ -147,13 +160,12 @@ pub fn evaluate(state: &Header, input: &WakeInput) -> Verdict {
             }),
         );
     }
-    if state.backlog_len > 0 {
-        return wake(
-            Reason::Backlog,
-            Some(Detail::Backlog {
-                pending: state.backlog_len,
-            }),
-        );
+    if let Some(detail) = advisor_changed(state, input).or_else(|| waiting(state, input)) {
+        let reason = match detail {
+            Detail::Backlog { .. } => Reason::Backlog,
+            _ => Reason::EvidenceChanged,
+        };
+        return wake(reason, Some(detail));
     }
     if let Some(due) = state.next_observation_due.filter(|d| *d <= input.now) {
         return wake(Reason::ObservationDue, Some(Detail::ObservationDue { due }));
@@ -184,6 +196,34 @@ pub fn evaluate(state: &Header, input: &WakeInput) -> Verdict {
             autonomy: input.autonomy.and_then(|a| a.err()).map(str::to_string),
         }),
     }
+}
+
+/// A model's decisions are its own: another model than the one that made
+/// them judges them again (an evidence change from one advisor to the other).
+fn advisor_changed(state: &Header, input: &WakeInput) -> Option<Detail> {
+    let a = input.advisor?;
+    let from = state.decided_by.keys().find(|by| by.as_str() != a)?;
+    Some(Detail::Evidence {
+        from: from.clone(),
+        to: a.to_string(),
+    })
+}
+
+/// The backlog: files the batch left over, and what waits for the advisor
+/// (due retries, hand-overs made while it was off), which wakes only when
+/// the advisor could be asked.
+fn waiting(state: &Header, input: &WakeInput) -> Option<Detail> {
+    let askable = input.advisor.is_some()
+        && crate::gate::retry::provider_free(state.provider_held_until, input.now);
+    let awaiting_advisor = if askable { state.awaiting_advisor } else { 0 };
+    let retry_due = state.next_retry.filter(|t| askable && *t <= input.now);
+    (state.backlog_len > 0 || awaiting_advisor > 0 || retry_due.is_some()).then_some(
+        Detail::Backlog {
+            pending: state.backlog_len,
+            awaiting_advisor,
+            retry_due,
+        },
+    )
 }
 
 /// Fold a waking tick (and the no-ops counted since the last one) into the
@@ -243,6 +283,7 @@ mod tests {
             evidence,
             now: "2026-06-16T12:00:00Z".parse().unwrap(),
             autonomy: None,
+            advisor: None,
         }
     }
 
@@ -354,6 +395,7 @@ mod tests {
                 evidence,
                 now,
                 autonomy,
+                advisor: None,
             },
         );
         seen.push(first.reason);
@@ -365,6 +407,7 @@ mod tests {
                     evidence,
                     now,
                     autonomy,
+                    advisor: None,
                 },
             );
             seen.push(v.reason);
@@ -380,6 +423,54 @@ mod tests {
             }
         }
         assert_eq!(seen, Reason::ALL);
+    }
+
+    #[test]
+    fn a_due_retry_wakes_with_backlog_only_when_the_advisor_could_be_asked() {
+        let now: DateTime<Utc> = "2026-06-16T12:00:00Z".parse().unwrap();
+        let mut h = settled();
+        h.next_retry = Some(now);
+        let on = WakeInput {
+            advisor: Some("openai:gpt-4o-mini"),
+            ..input(Ok(SHA_A), "ev1")
+        };
+        let v = evaluate(&h, &on);
+        assert_eq!(v.reason, Reason::Backlog);
+        assert_eq!(
+            v.detail,
+            Some(Detail::Backlog {
+                pending: 0,
+                awaiting_advisor: 0,
+                retry_due: Some(now)
+            })
+        );
+        // Not yet due, no advisor, or the provider still held: no wake.
+        h.next_retry = Some(now + chrono::Duration::seconds(1));
+        assert_eq!(evaluate(&h, &on).reason, Reason::None);
+        h.next_retry = Some(now);
+        assert_eq!(evaluate(&h, &input(Ok(SHA_A), "ev1")).reason, Reason::None);
+        h.provider_held_until = Some(now + chrono::Duration::minutes(5));
+        assert_eq!(evaluate(&h, &on).reason, Reason::None);
+    }
+
+    #[test]
+    fn a_model_change_is_an_evidence_change_an_advisor_switched_off_is_not() {
+        let mut h = settled();
+        h.decided_by.insert("openai:gpt-4o-mini".into(), 3);
+        let v = evaluate(
+            &h,
+            &WakeInput {
+                advisor: Some("openai:gpt-4o"),
+                ..input(Ok(SHA_A), "ev1")
+            },
+        );
+        assert_eq!(v.reason, Reason::EvidenceChanged);
+        let same = WakeInput {
+            advisor: Some("openai:gpt-4o-mini"),
+            ..input(Ok(SHA_A), "ev1")
+        };
+        assert_eq!(evaluate(&h, &same).reason, Reason::None);
+        assert_eq!(evaluate(&h, &input(Ok(SHA_A), "ev1")).reason, Reason::None);
     }
 
     #[test]

@@ -101,13 +101,13 @@ pub fn advice(class: Class) -> &'static str {
             "rate limit reached (requests or tokens per minute): calls resume when the circuit closes; lower the call rate or raise the limit if it keeps happening"
         }
         Class::Quota => {
-            "billing quota exhausted: no further calls today; top up or raise the limit, then wait for 00:00 UTC or clear the circuit"
+            "billing quota exhausted: no further calls today; top up or raise the limit, then wait for 00:00 UTC or clear the circuit with `sentinel reset --circuit`"
         }
         Class::Auth => {
-            "the API key was refused (401/403): fix OPENAI_API_KEY or its permissions, then clear the circuit"
+            "the API key was refused (401/403): fix OPENAI_API_KEY or its permissions, then clear the circuit with `sentinel reset --circuit`"
         }
         Class::Request => {
-            "the provider rejected the request itself (unknown model, prompt too long, malformed): retrying cannot help; fix the model or shrink the prompt, then clear the circuit"
+            "the provider rejected the request itself (unknown model, prompt too long, malformed): retrying cannot help; fix the model or shrink the prompt, then clear the circuit with `sentinel reset --circuit`"
         }
         Class::BadResponse => {
             "the provider answered, but not with the expected JSON: retried once; check that the model follows the answer format"
@@ -540,8 +540,19 @@ mod tests {
         }
         assert_eq!(
             advice(Class::Quota),
-            "billing quota exhausted: no further calls today; top up or raise the limit, then wait for 00:00 UTC or clear the circuit"
+            "billing quota exhausted: no further calls today; top up or raise the limit, then wait for 00:00 UTC or clear the circuit with `sentinel reset --circuit`"
         );
+    }
+
+    #[test]
+    fn every_advice_to_clear_the_circuit_names_the_command() {
+        for class in Class::ALL {
+            let a = advice(class);
+            if a.contains("clear the circuit") {
+                assert!(a.contains("`sentinel reset --circuit`"), "{class:?}: {a}");
+            }
+        }
+        assert!(advice(Class::Auth).contains("`sentinel reset --circuit`"));
     }
 
     #[test]

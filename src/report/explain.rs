@@ -32,7 +32,13 @@ pub struct Explanation {
 }
 
 /// Compare the remembered fingerprint with the current one, part by part.
-pub fn explain(path: &str, record: Option<&FileRecord>, current: &Current) -> Explanation {
+/// `advisor` is who would judge at the next look (`None`: the advisor is off).
+pub fn explain(
+    path: &str,
+    record: Option<&FileRecord>,
+    current: &Current,
+    advisor: Option<&str>,
+) -> Explanation {
     let remembered = record.and_then(|r| r.fingerprint.clone());
     let now_parts = current.fingerprint.as_deref().map(novelty::split);
     let parts: Vec<PartDiff> = match &remembered {
@@ -53,6 +59,9 @@ pub fn explain(path: &str, record: Option<&FileRecord>, current: &Current) -> Ex
     };
     let decision = record.and_then(|r| r.decision.clone());
     let differing: Vec<&str> = parts.iter().filter(|p| p.differs).map(|p| p.part).collect();
+    let by_advisor = decision
+        .as_ref()
+        .and_then(|d| stands_not(d, record, advisor));
     let verdict = match (&remembered, &current.fingerprint, &decision) {
         (None, _, _) => "first-seen: no decision is remembered for this file".to_string(),
         (_, None, _) => "the current fingerprint could not be computed (see error)".to_string(),
@@ -63,6 +72,7 @@ pub fn explain(path: &str, record: Option<&FileRecord>, current: &Current) -> Ex
         (Some(_), Some(_), _) if !differing.is_empty() => {
             format!("changed: {} differ", differing.join(", "))
         }
+        _ if by_advisor.is_some() => by_advisor.unwrap_or_default(),
         (Some(_), Some(_), Some(d)) if !d.outcome.is_reusable() => format!(
             "prev-not-reusable: the last outcome `{}` is never replayed",
             d.outcome.as_str()
@@ -82,6 +92,41 @@ pub fn explain(path: &str, record: Option<&FileRecord>, current: &Current) -> Ex
         unresolved_imports: current.unresolved.clone(),
         verdict,
         error: current.error.clone(),
+    }
+}
+
+/// Why an unchanged fingerprint is still looked at again, or still not,
+/// because of who decided: a given-up file, a hand-over or another model's
+/// decision meeting an advisor, an EVOLVE kept while the advisor is off.
+fn stands_not(
+    d: &crate::state::Decision,
+    record: Option<&FileRecord>,
+    advisor: Option<&str>,
+) -> Option<String> {
+    use crate::state::Outcome;
+    if record
+        .and_then(|r| r.retry.as_ref())
+        .is_some_and(|r| r.given_up())
+    {
+        return Some(
+            "given-up: failed 5 times at this fingerprint; not asked again until the file changes or `sentinel reset PATH`"
+                .to_string(),
+        );
+    }
+    match (advisor, d.outcome) {
+        (Some(a), Outcome::NeedsReview) => Some(format!(
+            "advisor-changed: handed over while the advisor was off; the next look asks {a}"
+        )),
+        (Some(a), Outcome::LlmSkip | Outcome::Evolve) => d
+            .by
+            .as_deref()
+            .filter(|b| *b != a)
+            .map(|b| format!("advisor-changed: decided by {b}; the next look asks {a} again")),
+        (None, Outcome::Evolve) => Some(
+            "unchanged: the EVOLVE stands while the advisor is off; it is asked again once the advisor is on"
+                .to_string(),
+        ),
+        _ => None,
     }
 }
 
@@ -123,9 +168,10 @@ pub fn render(e: &Explanation) -> String {
         Some(d) => {
             let _ = writeln!(
                 out,
-                "last decision: {} ({}) at {}",
+                "last decision: {} ({}) by {} at {}",
                 d.outcome.as_str(),
                 d.reason,
+                d.by.as_deref().unwrap_or("-"),
                 d.ts.to_rfc3339()
             );
         }

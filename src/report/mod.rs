@@ -104,12 +104,7 @@ fn wake_reason(r: &TickReport) -> String {
         ),
         "sha_unavailable" => format!("sha_unavailable: {}", field("error")),
         "evidence_changed" => format!("evidence_changed {}..{}", field("from"), field("to")),
-        "backlog" => format!(
-            "backlog of {}",
-            detail
-                .and_then(|d| d.get("pending"))
-                .map_or(0, |v| v.as_u64().unwrap_or(0))
-        ),
+        "backlog" => backlog(detail),
         "first_run" => match &r.head {
             Some(h) => format!("first_run at {}", short_id(h)),
             None => "first_run".to_string(),
@@ -121,6 +116,35 @@ fn wake_reason(r: &TickReport) -> String {
             field("trigger")
         ),
         other => other.to_string(),
+    }
+}
+
+/// What a backlog wake is about: files the batch left over, waiting files
+/// whose time came, or hand-overs for an advisor that is on again.
+fn backlog(detail: Option<&serde_json::Value>) -> String {
+    let number = |k: &str| {
+        detail
+            .and_then(|d| d.get(k))
+            .and_then(|v| v.as_u64())
+            .unwrap_or(0)
+    };
+    let mut what = Vec::new();
+    if let Some(t) = detail
+        .and_then(|d| d.get("retry_due"))
+        .and_then(|v| v.as_str())
+    {
+        what.push(format!("retries due since {t}"));
+    }
+    if number("awaiting_advisor") > 0 {
+        what.push(format!(
+            "{} handed over while the advisor was off",
+            number("awaiting_advisor")
+        ));
+    }
+    match (number("pending"), what.is_empty()) {
+        (n, true) => format!("backlog of {n}"),
+        (0, false) => format!("backlog: {}", what.join(", ")),
+        (n, false) => format!("backlog of {n}, {}", what.join(", ")),
     }
 }
 

@@ -71,6 +71,12 @@ pub struct LlmStats {
     pub attempts: u64,
     /// Files with an open EVOLVE proposal.
     pub open_proposals: Vec<String>,
+    /// Held, deferred or failed files waiting to be asked again.
+    pub waiting: u64,
+    /// The earliest time one of them is asked again.
+    pub next_retry: Option<DateTime<Utc>>,
+    /// Files that gave up after 5 failures at one fingerprint (`sentinel reset`).
+    pub given_up: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -197,6 +203,12 @@ fn llm_stats(state: &State, now: DateTime<Utc>, daily_budget: f64) -> LlmStats {
     // Yesterday's figures are not today's: read them as of `now`.
     crate::gate::budget::roll(&mut b, now);
     let spent = crate::gate::budget::spent_today(&b);
+    let retries = || {
+        state
+            .files
+            .iter()
+            .filter_map(|(p, r)| r.retry.as_ref().map(|w| (p, w)))
+    };
     LlmStats {
         calls_today: b.calls_today,
         cost_today_measured: b.measured_today,
@@ -217,6 +229,12 @@ fn llm_stats(state: &State, now: DateTime<Utc>, daily_budget: f64) -> LlmStats {
         lifetime_cost_estimated: b.lifetime_estimated,
         attempts: state.llm.attempts,
         open_proposals: state.llm.proposals.keys().cloned().collect(),
+        waiting: retries().filter(|(_, w)| !w.given_up()).count() as u64,
+        next_retry: state.next_retry,
+        given_up: retries()
+            .filter(|(_, w)| w.given_up())
+            .map(|(p, _)| p.clone())
+            .collect(),
     }
 }
 
@@ -351,6 +369,22 @@ fn advisor_rows(l: &LlmStats) -> Vec<(String, String)> {
         ),
         ("attempts (retries included)".into(), l.attempts.to_string()),
         ("open_proposals".into(), l.open_proposals.len().to_string()),
+        (
+            "waiting".into(),
+            match &l.next_retry {
+                Some(t) if l.waiting > 0 => {
+                    format!("{} (next asked at {})", l.waiting, t.to_rfc3339())
+                }
+                _ => l.waiting.to_string(),
+            },
+        ),
+        (
+            "given_up".into(),
+            match l.given_up.len() {
+                0 => "0".to_string(),
+                n => format!("{n}: {} (sentinel reset --given-up)", l.given_up.join(", ")),
+            },
+        ),
     ]);
     rows
 }
@@ -569,6 +603,18 @@ fn advisor_metrics(out: &mut Exposition, l: &LlmStats) {
         &one(f64::from(u8::from(
             l.circuit.as_ref().is_some_and(|c| c.open),
         ))),
+    );
+    out.metric(
+        "waiting_files",
+        "gauge",
+        "Held, deferred or failed files waiting to be asked again.",
+        &one(l.waiting as f64),
+    );
+    out.metric(
+        "given_up_files",
+        "gauge",
+        "Files that gave up after 5 failures at one fingerprint.",
+        &one(l.given_up.len() as f64),
     );
 }
 

@@ -35,6 +35,9 @@ pub enum Outcome {
     BadResponse,
     /// The file is over the size limit for a model call.
     TooLarge,
+    /// Failed 5 times at one fingerprint: not tried again until the file
+    /// changes or a person runs `sentinel reset`.
+    GivenUp,
 }
 
 impl Outcome {
@@ -62,10 +65,11 @@ impl Outcome {
             Outcome::Failed => "failed",
             Outcome::BadResponse => "bad_response",
             Outcome::TooLarge => "too_large",
+            Outcome::GivenUp => "given_up",
         }
     }
 
-    pub const ALL: [Outcome; 11] = [
+    pub const ALL: [Outcome; 12] = [
         Outcome::Reused,
         Outcome::Pending,
         Outcome::LocalSkip,
@@ -77,6 +81,7 @@ impl Outcome {
         Outcome::Failed,
         Outcome::BadResponse,
         Outcome::TooLarge,
+        Outcome::GivenUp,
     ];
 }
 
@@ -86,7 +91,17 @@ pub struct Decision {
     pub outcome: Outcome,
     pub reason: String,
     pub ts: DateTime<Utc>,
+    /// Who decided: `local` (local policy, a hand-over with the advisor off)
+    /// or the advisor, e.g. `openai:gpt-4o-mini`. `None` in a state written
+    /// before decisions named their maker; the first tick that reads it names
+    /// it (`tick::upgrade`), and one it cannot name counts as made by the
+    /// advisor of the tick that reads it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
 }
+
+/// `Decision::by` of local policy.
+pub const BY_LOCAL: &str = "local";
 
 /// Facts learned by reading the file's current bytes (`FileRecord::blob`),
 /// kept so that an unchanged file is never read again to learn them. They are
@@ -138,6 +153,10 @@ pub struct FileRecord {
     /// Estimated tokens saved since the current fingerprint was established.
     #[serde(default)]
     pub tokens_saved: u64,
+    /// A judgement that did not happen (held, deferred, failed,
+    /// bad_response, given up): when it is tried again, and the failures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<crate::gate::retry::Retry>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -271,6 +290,21 @@ pub struct Header {
     /// Until when the model provider's circuit is open.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider_held_until: Option<DateTime<Utc>>,
+    /// The model's remembered decisions (llm_skip, evolve) per advisor: one
+    /// made by another advisor than the tick's is judged again, once.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub decided_by: BTreeMap<String, u64>,
+    /// Files handed over as needs_review while the advisor was off: offered
+    /// to the advisor once it is on.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub awaiting_advisor: u64,
+    /// The earliest time a held, deferred or failed file may be tried again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_retry: Option<DateTime<Utc>>,
+}
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The next file due for review, kept in the header for the wake gate.
@@ -311,6 +345,12 @@ pub struct State {
     pub autonomy_triggers: Vec<crate::gate::autonomy::Trigger>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider_held_until: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub decided_by: BTreeMap<String, u64>,
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub awaiting_advisor: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_retry: Option<DateTime<Utc>>,
     /// Observation mode: open watches and graded predictions.
     #[serde(default)]
     pub observations: crate::gate::observation::ObservationLog,
@@ -341,6 +381,9 @@ impl State {
             autonomy: self.autonomy.clone(),
             autonomy_triggers: self.autonomy_triggers.clone(),
             provider_held_until: self.provider_held_until,
+            decided_by: self.decided_by.clone(),
+            awaiting_advisor: self.awaiting_advisor,
+            next_retry: self.next_retry,
         }
     }
 

@@ -26,8 +26,11 @@ pub struct TickConfig {
     pub max_files: usize,
     /// Files larger than this are fingerprinted by content id, not read.
     pub max_file_bytes: u64,
-    /// The evidence version: rules, policy and model (`current_evidence`).
+    /// The evidence version: rules and policy (`current_evidence`).
     pub evidence: String,
+    /// Evidence versions of earlier states that mean the same rules and
+    /// policy (`legacy_evidence`): carried over, not judged again.
+    pub legacy_evidence: Vec<LegacyEvidence>,
     pub now: DateTime<Utc>,
     /// `None`: the advisor is off and judgement is handed over as `needs_review`.
     pub advisor: Option<AdvisorSettings>,
@@ -62,6 +65,9 @@ impl TickConfig {
 /// How the advisor may spend.
 #[derive(Debug, Clone)]
 pub struct AdvisorSettings {
+    /// Who judges, e.g. `openai:gpt-4o-mini`: recorded in every decision it
+    /// makes, so a decision of another model is judged again, once.
+    pub id: String,
     /// USD per UTC day, counted from real usage.
     pub daily_budget: f64,
     /// The model's price; `None` uses `per_call` and flags the cost as estimated.
@@ -70,12 +76,34 @@ pub struct AdvisorSettings {
     pub max_tokens: u64,
 }
 
-/// The evidence version of this build's rules and policy, and of the model
-/// that judges (`None`: the advisor is off).
-pub fn current_evidence(model: Option<&str>) -> String {
-    let model = model.map(|m| format!("openai:{m}"));
-    policy::evidence_version(&EvidenceInputs {
-        model: model.as_deref().unwrap_or("off"),
-        ..EvidenceInputs::default()
-    })
+/// The evidence version of this build's rules and policy. The advisor is not
+/// in it: each decision names its advisor (`Decision::by`).
+pub fn current_evidence() -> String {
+    policy::evidence_version(&EvidenceInputs::default())
+}
+
+/// An evidence version an earlier state may carry for this build's rules and
+/// policy, and the advisor it implies for the model's decisions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LegacyEvidence {
+    pub evidence: String,
+    /// `None` for the advisor-off version: no model decided under it.
+    pub by: Option<String>,
+}
+
+/// The versions earlier states carry for these rules and this policy: with
+/// the advisor off, and with `model` (the configured one, on or off now).
+pub fn legacy_evidence(model: &str) -> Vec<LegacyEvidence> {
+    let inputs = EvidenceInputs::default();
+    let by = format!("openai:{model}");
+    vec![
+        LegacyEvidence {
+            evidence: policy::legacy_evidence_version(&inputs, "off"),
+            by: None,
+        },
+        LegacyEvidence {
+            evidence: policy::legacy_evidence_version(&inputs, &by),
+            by: Some(by),
+        },
+    ]
 }

@@ -142,6 +142,7 @@ pub(super) fn look(
         evidence: &cfg.evidence,
         now: cfg.now,
         autonomy: autonomy_input,
+        advisor: cfg.advisor.as_ref().map(|a| a.id.as_str()),
     };
     let mut verdict = wake::evaluate(&header, &input);
     if rescoped && !matches!(verdict.reason, Reason::FirstRun | Reason::ShaUnavailable) {

@@ -11,10 +11,12 @@ use crate::gate::lifecycle::{self, Status};
 use crate::gate::novelty::{self, Novelty};
 use crate::gate::observation::{self, ObserveInput};
 use crate::gate::policy::{self, Risk, Role};
+use crate::gate::retry;
 use crate::gate::wake::Reason;
 use crate::llm::client::Finding;
+use crate::llm::protocol;
 use crate::source::SourceError;
-use crate::state::{ContentFacts, Decision, Outcome, State};
+use crate::state::{BY_LOCAL, ContentFacts, Decision, Outcome, State};
 
 /// A file about to be judged: what the novelty gate needs and what the
 /// advisor is told.
@@ -56,6 +58,9 @@ impl Work<'_> {
             Err(report) => return Ok(report),
         };
         let subject = self.subject(state, path, facts);
+        if let Some(report) = given_up(state, &subject) {
+            return Ok(report);
+        }
         // A scheduled review or a reconsideration is an event in its own
         // right: a remembered SKIP must not swallow it.
         let forced = self.forced.as_deref() == Some(path);
@@ -63,33 +68,43 @@ impl Work<'_> {
             return Ok(self.reuse(state, &subject));
         }
         let local = self.local(&subject);
-        let judgement = if local.outcome == Outcome::NeedsReview && self.cfg.advisor.is_some() {
-            // Paid for by a tick whose save did not happen: taken, not asked again.
-            if let Some(paid) = self.replayed(state, &subject, bytes.as_deref()) {
-                self.fresh += 1;
-                return Ok(self.remember(state, &subject, forced, paid));
-            }
-            // Only what costs is bounded: a consultation, and the read it
-            // may need when the bytes are not at hand.
-            let have_bytes = bytes.is_some() || subject.facts.chars > self.cfg.max_file_bytes;
-            if let Some(why) = self.cannot_consult(have_bytes) {
-                return Ok(self.pending(path, subject.novelty, Some(subject.fingerprint), why));
-            }
-            match self.consult(state, &subject, bytes)? {
-                // The decision journal cannot be written: no call was made.
-                (Outcome::Pending, why, _) if self.ledger.down().is_some() => {
+        let cfg = self.cfg;
+        let (judgement, by) = match &cfg.advisor {
+            Some(advisor) if local.outcome == Outcome::NeedsReview => {
+                let by = advisor.id.as_str();
+                // Paid for by a tick whose save did not happen: taken, not asked again.
+                if let Some(paid) = self.replayed(state, &subject, bytes.as_deref()) {
+                    self.fresh += 1;
+                    return Ok(self.remember(state, &subject, forced, paid, by));
+                }
+                // Only what costs is bounded: a consultation, and the read it
+                // may need when the bytes are not at hand.
+                let have_bytes = bytes.is_some() || subject.facts.chars > cfg.max_file_bytes;
+                if let Some(why) = self.cannot_consult(have_bytes) {
                     return Ok(self.pending(path, subject.novelty, Some(subject.fingerprint), why));
                 }
-                judged => {
-                    self.fresh += 1;
-                    judged
+                match self.consult(state, &subject, bytes)? {
+                    // The decision journal cannot be written: no call was made.
+                    (Outcome::Pending, why, _) if self.ledger.down().is_some() => {
+                        return Ok(self.pending(
+                            path,
+                            subject.novelty,
+                            Some(subject.fingerprint),
+                            why,
+                        ));
+                    }
+                    judged => {
+                        self.fresh += 1;
+                        (judged, by)
+                    }
                 }
             }
-        } else {
-            self.fresh += 1;
-            (local.outcome, local.reason, None)
+            _ => {
+                self.fresh += 1;
+                ((local.outcome, local.reason, None), BY_LOCAL)
+            }
         };
-        Ok(self.remember(state, &subject, forced, judgement))
+        Ok(self.remember(state, &subject, forced, judgement, by))
     }
 
     /// Facts about the current bytes: remembered per content id, so an
@@ -133,7 +148,9 @@ impl Work<'_> {
         let (fingerprint, resolved) =
             fingerprint_of(&state.files, path, &facts, self.evidence, status);
         let deps_known = resolved.unresolved.is_empty();
-        let novelty = novelty::evaluate(Some(&state.files[path]), &fingerprint, deps_known);
+        let advisor = self.cfg.advisor.as_ref().map(|a| a.id.as_str());
+        let novelty =
+            novelty::evaluate(Some(&state.files[path]), &fingerprint, deps_known, advisor);
         if let Some(r) = state.files.get_mut(path) {
             r.content = Some(facts.clone());
         }
@@ -164,8 +181,12 @@ impl Work<'_> {
             .decision
             .as_ref()
             .expect("unchanged implies a decision");
-        let reason = format!("unchanged since {}: {}", prev.outcome.as_str(), prev.reason);
+        let mut reason = format!("unchanged since {}: {}", prev.outcome.as_str(), prev.reason);
         let (prev_outcome, prev_reason) = (prev.outcome, prev.reason.clone());
+        if prev_outcome == Outcome::Evolve {
+            // Only with the advisor off: an EVOLVE is otherwise asked again.
+            reason.push_str("; kept while the advisor is off");
+        }
         if matches!(prev_outcome, Outcome::LocalSkip | Outcome::LlmSkip) {
             self.observe(state, s, &prev_reason);
         }
@@ -193,6 +214,7 @@ impl Work<'_> {
         s: &Subject,
         forced: bool,
         (outcome, mut reason, findings): Judgement,
+        by: &str,
     ) -> FileReport {
         let now = self.cfg.now;
         if !s.resolved.unresolved.is_empty() {
@@ -201,6 +223,7 @@ impl Work<'_> {
                 s.resolved.unresolved.join(", ")
             ));
         }
+        let (outcome, reason) = self.wait(state, s, outcome, reason);
         let record = state
             .files
             .get_mut(&s.path)
@@ -222,6 +245,7 @@ impl Work<'_> {
             outcome,
             reason: reason.clone(),
             ts: now,
+            by: Some(by.to_string()),
         };
         novelty::remember(record, &s.fingerprint, decision, now);
         // A proposal stays open until the file is judged again; a failed or
@@ -242,6 +266,40 @@ impl Work<'_> {
             .with_fingerprint(Some(s.fingerprint.clone()));
         report.findings = findings;
         report
+    }
+
+    /// Remember how a file whose judgement did not happen waits, and give
+    /// up after `MAX_FAILURES` failures at one fingerprint. A decision waits
+    /// for nothing.
+    fn wait(
+        &self,
+        state: &mut State,
+        s: &Subject,
+        outcome: Outcome,
+        reason: String,
+    ) -> (Outcome, String) {
+        let now = self.cfg.now;
+        let circuit = state
+            .llm
+            .circuit
+            .as_ref()
+            .filter(|c| protocol::is_open(c, now))
+            .map(|c| (c.class, c.until));
+        let record = state
+            .files
+            .get_mut(&s.path)
+            .expect("candidate is in the tree");
+        record.retry = retry::after(record.retry.as_ref(), &s.fingerprint, outcome, circuit, now);
+        match &record.retry {
+            Some(r) if r.given_up() => (
+                Outcome::GivenUp,
+                format!(
+                    "{reason}; gave up after {} failures at this fingerprint: asked again when the file changes, or after `sentinel reset {}`",
+                    r.failures, s.path
+                ),
+            ),
+            _ => (outcome, reason),
+        }
     }
 
     /// A file left for a later tick, and why.
@@ -349,4 +407,21 @@ impl Work<'_> {
             self.cfg.watch_limit,
         );
     }
+}
+
+/// A file that gave up at its current fingerprint is not asked again: it
+/// says so, and waits for a change or `sentinel reset`.
+fn given_up(state: &State, s: &Subject) -> Option<FileReport> {
+    let r = state.files[&s.path]
+        .retry
+        .as_ref()
+        .filter(|r| r.given_up() && r.fingerprint == s.fingerprint)?;
+    let reason = format!(
+        "gave up after {} failures at this fingerprint; `sentinel reset {}` asks again",
+        r.failures, s.path
+    );
+    Some(
+        FileReport::new(&s.path, Outcome::GivenUp, reason, s.novelty)
+            .with_fingerprint(Some(s.fingerprint.clone())),
+    )
 }

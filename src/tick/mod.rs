@@ -9,15 +9,17 @@ mod config;
 mod consult;
 mod early;
 mod facts;
+mod identity;
 mod judge;
 mod ledger;
 mod plan;
 mod report;
 mod save;
+mod waiting;
 
 use anyhow::Result;
 
-pub use config::{AdvisorSettings, TickConfig, current_evidence};
+pub use config::{AdvisorSettings, LegacyEvidence, TickConfig, current_evidence, legacy_evidence};
 pub use facts::{
     Current, DEFAULT_MAX_FILE_BYTES, Judging, content_hash, current_fingerprint, fingerprint_of,
     review_due, status_of,
@@ -90,6 +92,8 @@ pub fn run(cfg: &TickConfig, fx: &mut Effects) -> Result<TickReport> {
         State::new()
     };
     let journal = fx.storage.journal_read()?;
+    let upgraded = identity::upgrade(&mut state, cfg);
+    waiting::adopt(&mut state, cfg.now);
     let mut work = Work::new(cfg, &look, fx);
     work.open_ledger(&mut state)?;
     let spent = work.spend(&mut state, &look);
@@ -98,8 +102,9 @@ pub fn run(cfg: &TickConfig, fx: &mut Effects) -> Result<TickReport> {
     let files = work.judge(&mut state, &queue)?;
     let done = work.finish(&mut state, spent, &files);
 
-    let mut notes = done.notes;
+    let mut notes: Vec<String> = upgraded.into_iter().chain(done.notes).collect();
     let counts = save::tally(cfg, &mut state, &files, &mut notes);
+    notes.extend(waiting::notes(&state, &files, cfg.now));
     save::summarise(cfg, &mut state, &look, settled, journal);
     let mut report = TickReport::new(
         exit::for_reason(look.verdict.reason),
@@ -262,6 +267,7 @@ impl Work<'_> {
                             | Outcome::Held
                             | Outcome::Failed
                             | Outcome::BadResponse
+                            | Outcome::GivenUp
                             | Outcome::Pending
                     )
             });

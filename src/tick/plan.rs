@@ -8,8 +8,8 @@ use chrono::{DateTime, Utc};
 
 use super::{Work, fatal};
 use crate::gate::observation;
+use crate::gate::retry;
 use crate::gate::wake::{Detail, Reason, Verdict};
-use crate::llm::protocol;
 use crate::source::{Change, Listing};
 use crate::state::{FileRecord, Outcome, Proposal, State};
 
@@ -60,7 +60,8 @@ impl Work<'_> {
     /// The order of work: the file a wake is about first, whatever its place
     /// in the batch; then the wake's own files; then what earlier wakes left
     /// over; then files whose judgement did not happen (deferred, held,
-    /// failed), which are tried again on a wake, never on a tick of their own.
+    /// failed) and whose not-before time passed: a wake takes them along,
+    /// and the header's `next_retry` wakes a tick for them.
     pub(super) fn queue(&self, state: &mut State, mut candidates: Vec<String>) -> Vec<String> {
         if let Some(path) = &self.forced {
             candidates.retain(|p| p != path);
@@ -78,7 +79,10 @@ impl Work<'_> {
 
     /// Files to try again: only wakes that look at the tree take them along
     /// (a review, a reconsideration or a grading wake is about its own
-    /// files), and only while the provider is not held.
+    /// files), only with an advisor, only while the provider is not held
+    /// (as the header says: the wake gate reads the same), and only once a
+    /// file's not-before time has passed. Hand-overs made while the advisor
+    /// was off are offered to it here too.
     fn retries(&self, state: &State) -> Vec<String> {
         let retry_wake = matches!(
             self.reason,
@@ -88,26 +92,21 @@ impl Work<'_> {
                 | Reason::EvidenceChanged
                 | Reason::Backlog
         );
-        let provider_open = retry_wake
-            && self.advisor.is_some()
-            && !state
-                .llm
-                .circuit
-                .as_ref()
-                .is_some_and(|c| protocol::is_open(c, self.cfg.now));
-        if !provider_open {
+        let now = self.cfg.now;
+        let askable = retry_wake
+            && self.cfg.advisor.is_some()
+            && retry::provider_free(state.provider_held_until, now);
+        if !askable {
             return Vec::new();
         }
         state
             .files
             .iter()
             .filter(|(_, r)| {
-                r.decision.as_ref().is_some_and(|d| {
-                    matches!(
-                        d.outcome,
-                        Outcome::Deferred | Outcome::Held | Outcome::Failed | Outcome::BadResponse
-                    )
-                })
+                r.retry.as_ref().is_some_and(|w| w.due(now))
+                    || r.decision
+                        .as_ref()
+                        .is_some_and(|d| d.outcome == Outcome::NeedsReview)
             })
             .map(|(p, _)| p.clone())
             .collect()

@@ -12,6 +12,7 @@ use super::report::{FileReport, TickReport};
 use crate::gate::autonomy::{Trigger, TriggerKind};
 use crate::gate::novelty;
 use crate::gate::observation;
+use crate::gate::retry;
 use crate::gate::wake;
 use crate::llm::protocol;
 use crate::publish::{Publisher, WriteLog};
@@ -82,6 +83,8 @@ pub(super) fn summarise(
         .as_ref()
         .filter(|c| protocol::is_open(c, cfg.now))
         .map(|c| c.until);
+    super::identity::summarise(state);
+    state.next_retry = retry::next_due(state.files.values().filter_map(|r| r.retry.as_ref()));
     state.autonomy_triggers = derived_triggers(state, cfg);
     state.next_review = state
         .files

@@ -49,6 +49,7 @@ fn cfg(dir: &Path, now: DateTime<Utc>) -> TickConfig {
         max_files: 200_000,
         max_file_bytes: DEFAULT_MAX_FILE_BYTES,
         evidence: "ev1".into(),
+        legacy_evidence: Vec::new(),
         now,
         advisor: None,
         locks: Vec::new(),
@@ -687,6 +688,7 @@ mod advisor {
     fn advised(dir: &Path, now: DateTime<Utc>) -> TickConfig {
         let mut c = cfg(dir, now);
         c.advisor = Some(AdvisorSettings {
+            id: "openai:gpt-4o-mini".into(),
             daily_budget: 2.0,
             price: crate::llm::prices::builtin("gpt-4o-mini"),
             per_call: 0.05,
@@ -905,7 +907,7 @@ mod advisor {
             (spent - (1000.0 * 2.5 + 100.0 * 10.0) / 1e6).abs() < 1e-12,
             "{spent}"
         );
-        // A deferred file makes no tick of its own: the next tick is a no-op.
+        // A deferred file waits for the next UTC day: the next tick is a no-op.
         c.now += Duration::minutes(2);
         let r = run_with(&c, &mut src, Some(&mut p)).unwrap();
         assert_eq!(r.exit_code, 0);
@@ -1243,15 +1245,108 @@ mod advisor {
     }
 
     #[test]
-    fn turning_the_advisor_on_is_an_evidence_change() {
-        assert_ne!(
-            current_evidence(None),
-            current_evidence(Some("gpt-4o-mini"))
-        );
-        assert_ne!(
-            current_evidence(Some("gpt-4o-mini")),
-            current_evidence(Some("gpt-4o"))
-        );
+    fn the_advisor_is_not_part_of_the_evidence_version() {
+        // Each decision names its advisor instead (`Decision::by`).
+        assert_eq!(current_evidence(), current_evidence());
+        for legacy in legacy_evidence("gpt-4o-mini") {
+            assert_ne!(legacy.evidence, current_evidence());
+        }
+    }
+
+    /// A state as a build before `Decision::by` wrote it: the model in the
+    /// evidence version, decisions without a maker.
+    fn legacy_state(dir: &Path, src: &mut MemorySource) -> u64 {
+        let mut c = advised(dir, t0());
+        c.evidence = legacy_evidence("gpt-4o-mini")[1].evidence.clone();
+        c.batch = 0;
+        let mut p = scripted(|_| skip());
+        run_with(&c, src, Some(&mut p)).unwrap();
+        let mut state = load(dir);
+        for r in state.files.values_mut() {
+            r.decision.as_mut().unwrap().by = None;
+        }
+        store::save(&c.state, &state).unwrap();
+        p.calls
+    }
+
+    #[test]
+    fn a_state_written_before_decisions_named_their_advisor_is_carried_over_unbilled() {
+        for advisor_on in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut src = six_for_the_model();
+            assert_eq!(legacy_state(dir.path(), &mut src), 6);
+
+            let mut c = advised(dir.path(), t0() + Duration::minutes(2));
+            c.evidence = current_evidence();
+            c.legacy_evidence = legacy_evidence("gpt-4o-mini");
+            if !advisor_on {
+                c.advisor = None;
+            }
+            let mut p = scripted(|_| skip());
+            let r = run_with(&c, &mut src, Some(&mut p)).unwrap();
+            assert_eq!((r.exit_code, p.calls), (13, 0), "advisor on: {advisor_on}");
+            assert_eq!(r.counts.get("reused"), Some(&10));
+            assert!(
+                r.notes[0].starts_with("carried 10 fingerprint(s) over"),
+                "{:?}",
+                r.notes
+            );
+            let state = load(dir.path());
+            let by = |p: &str| state.files[p].decision.as_ref().unwrap().by.clone();
+            assert_eq!(by("src/auth0.js").as_deref(), Some("openai:gpt-4o-mini"));
+            assert_eq!(by("docs/d0.md").as_deref(), Some("local"));
+
+            c.now += Duration::minutes(2);
+            let r = run_with(&c, &mut src, Some(&mut p)).unwrap();
+            assert_eq!((r.exit_code, p.calls), (0, 0));
+        }
+    }
+
+    #[test]
+    fn a_provider_down_for_three_days_costs_finitely_many_calls_and_wakes() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut src = MemorySource::new();
+        src.commit(&[("src/a.js", "// a\n"), ("src/b.js", "// b\n")]);
+        let mut down = scripted(|_| http(500, SERVER));
+        let mut wakes = 0;
+        let mut last_wake = t0();
+        for i in 0..3 * 24 * 30 {
+            let now = t0() + Duration::minutes(2 * i);
+            let r = run_with(&advised(dir.path(), now), &mut src, Some(&mut down)).unwrap();
+            if r.exit_code != 0 {
+                wakes += 1;
+                last_wake = now;
+            }
+        }
+        // Five failures each (three attempts a call), then both give up.
+        assert_eq!(down.calls, 2 * 5 * 3);
+        assert!(wakes <= 12, "{wakes} wakes");
+        assert!(last_wake < t0() + Duration::days(3) - Duration::hours(12));
+        let state = load(dir.path());
+        for path in ["src/a.js", "src/b.js"] {
+            let d = state.files[path].decision.as_ref().unwrap();
+            assert_eq!(d.outcome, Outcome::GivenUp, "{path}");
+        }
+        assert_eq!(state.next_retry, None);
+    }
+
+    #[test]
+    fn a_wake_before_the_not_before_time_does_not_take_the_file_along() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut src = one_risky_file();
+        let mut bad = scripted(|_| Err((Failure::BadResponse("not JSON".into()), None)));
+        run_with(&advised(dir.path(), t0()), &mut src, Some(&mut bad)).unwrap();
+        assert_eq!(bad.calls, 2);
+        src.amend(&[("docs/a.md", "# a v2\n")]);
+        let r = run_with(
+            &advised(dir.path(), t0() + Duration::minutes(2)),
+            &mut src,
+            Some(&mut bad),
+        )
+        .unwrap();
+        assert_eq!(r.exit_code, 12);
+        assert_eq!(outcomes(&r), [("docs/a.md".into(), "local_skip")]);
+        assert_eq!(bad.calls, 2);
     }
 
     mod paid_once {
@@ -1608,10 +1703,10 @@ mod advisor {
             );
             assert_eq!(state.llm.failures.get("unknown"), Some(&1));
 
-            // A failure is retried by the next wake.
+            // A failure is retried by the first wake after its backoff.
             src.amend(&[("docs/b.md", "# b\n")]);
             let r = tick_on(
-                &at(dir.path(), 4, false),
+                &at(dir.path(), 14, false),
                 &mut src,
                 &mut storage,
                 &mut p,

@@ -459,10 +459,14 @@ fn advisor_an_answer_that_is_not_the_expected_json_is_two_attempts_and_bad_respo
         2.0 * NOT_JSON_USAGE.cost(MINI.0, MINI.1, MINI.2),
     );
 
-    // Not a decision: the next wake asks again.
+    // Not a decision: asked again once its 10-minute wait is over (by a
+    // wake of its own), not by a wake before that.
     ai.answer_always(Reply::completion());
     change(&sb, GUIDE, 2);
     let r = tick(&sb, &ai, &at(602), &[], 12);
+    assert_posts(&ai, 2);
+    assert_eq!(paths(&r), [GUIDE]);
+    let r = tick(&sb, &ai, &at(610), &[], 14);
     assert_posts(&ai, 3);
     assert_eq!(outcome(&r, AUTH), "llm_skip");
 }
@@ -779,7 +783,7 @@ fn advisor_a_call_that_would_cross_the_daily_budget_is_deferred() {
     );
     assert!(reason(&r, SESSION).starts_with("daily-budget-exhausted"));
 
-    // A deferred file wakes nothing of its own.
+    // A deferred file waits for the next UTC day: no wake before it.
     let out = sb.advisor_tick_cmd(&ai, &at(602)).args(price).output();
     expect_code(&out, 0);
     assert_posts(&ai, 1);
@@ -1100,8 +1104,11 @@ fn advisor_llm_openai_without_a_key_exits_1_naming_openai_api_key() {
     assert_eq!(ai.count(), 0);
 }
 
+/// The advisor is not part of the evidence version: turning it on offers it
+/// the files handed over while it was off (a `backlog` wake), and a model
+/// change re-checks what the model judged (`evidence_changed`).
 #[test]
-fn advisor_turning_it_on_or_changing_the_model_rechecks_every_file() {
+fn advisor_turning_it_on_offers_the_hand_overs_and_a_model_change_rechecks_them() {
     let sb = sandbox(&[AUTH, GUIDE]);
     let ai = FakeOpenAi::start();
     let r = tick(&sb, &ai, &at(600), &["--llm", "off"], 10);
@@ -1114,19 +1121,25 @@ fn advisor_turning_it_on_or_changing_the_model_rechecks_every_file() {
     expect_code(&out, 0);
     assert_eq!(ai.count(), 0);
 
-    let r = tick(&sb, &ai, &at(604), &[], 13);
-    assert_eq!(r["verdict"]["reason"], "evidence_changed");
+    let r = tick(&sb, &ai, &at(604), &[], 14);
+    assert_eq!(r["verdict"]["reason"], "backlog");
+    assert_eq!(r["verdict"]["detail"]["awaiting_advisor"], 1);
     assert_posts(&ai, 1);
+    assert_eq!(paths(&r), [AUTH], "the local skip is not looked at");
     assert_eq!(outcome(&r, AUTH), "llm_skip");
-    assert_eq!(outcome(&r, GUIDE), "local_skip");
     let out = sb.advisor_tick_cmd(&ai, &at(606)).output();
     expect_code(&out, 0);
     assert_posts(&ai, 1);
 
     let r = tick(&sb, &ai, &at(608), &["--model", "gpt-4.1-mini"], 13);
+    assert_eq!(
+        r["verdict"]["detail"],
+        json!({"from": "openai:gpt-4o-mini", "to": "openai:gpt-4.1-mini"})
+    );
     assert_posts(&ai, 2);
     assert_eq!(ai.requests()[1].json()["model"], "gpt-4.1-mini");
     assert_eq!(outcome(&r, AUTH), "llm_skip");
+    assert_eq!(outcome(&r, GUIDE), "reused");
 }
 
 #[test]
