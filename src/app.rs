@@ -41,10 +41,14 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Simulate(args) => run_simulate(args),
         Command::Costs(args) => run_costs(args),
         Command::Reset(args) => run_reset(args),
+        Command::Record(args) => crate::record::run(args),
     }
 }
 
-fn make_source(args: &SourceArgs, env: &Environment) -> Result<(Box<dyn Source>, String)> {
+pub(crate) fn make_source(
+    args: &SourceArgs,
+    env: &Environment,
+) -> Result<(Box<dyn Source>, String)> {
     build_source(args.choose(env)?)
 }
 
@@ -197,6 +201,7 @@ fn tick_config(
             .or_else(|| env.ci_project_url.clone()),
         patches: args.propose == Propose::Patches || args.llm.agent.is_some(),
         rescope: args.rescope,
+        max_rewrites: args.max_rewrites,
     })
 }
 

@@ -95,6 +95,64 @@ pub enum Command {
     /// prints what it reset.
     #[command(after_help = RESET_AFTER)]
     Reset(ResetArgs),
+    /// Tell sentinel what an agent decided about a file it was handed.
+    ///
+    /// For agents that run sentinel (`sentinel tick --llm off --json`) and act
+    /// on the needs_review files: `skip` is remembered and reused, `evolved`
+    /// remembers the file's current content as the agent's own output,
+    /// `failed` is retried later. Under the state lock.
+    #[command(after_help = RECORD_AFTER)]
+    Record(RecordArgs),
+}
+
+const RECORD_AFTER: &str = "\
+Examples:
+  sentinel record src/auth.js --decision skip --reason 'nothing to change'
+  sentinel record src/auth.js --decision evolved --cost-usd 0.12
+
+Exit codes: 0 recorded, 20 busy (a tick holds the lock), 1 error (no state,
+or a file the state does not know: nothing is recorded then).";
+
+/// What an agent decided about one file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RecordDecision {
+    /// Nothing to change: remembered and reused while the file is unchanged.
+    Skip,
+    /// The agent changed the file: its current content is the agent's own
+    /// output, so the watched branch holding it is no new evidence.
+    Evolved,
+    /// The agent could not decide: retried later, finitely.
+    Failed,
+}
+
+/// `sentinel record`: an agent's decision about one file.
+#[derive(Debug, Clone, Args)]
+pub struct RecordArgs {
+    /// The file, as a path from the repository root (as `tick --json` prints it).
+    #[arg(value_name = "FILE")]
+    pub file: String,
+    /// What the agent decided.
+    #[arg(long, help_heading = WORK, value_enum)]
+    pub decision: RecordDecision,
+    /// Why, in words; kept with the decision.
+    #[arg(long, help_heading = WORK, value_name = "TEXT")]
+    pub reason: Option<String>,
+    /// What the agent's work on this file cost; joins today's budget.
+    #[arg(long, help_heading = ADVISOR, value_name = "USD")]
+    pub cost_usd: Option<f64>,
+    #[command(flatten)]
+    pub source: SourceArgs,
+    #[command(flatten)]
+    pub state: StateArg,
+    /// The time of the decision, RFC 3339 [default: the clock].
+    #[arg(
+        long,
+        env = "SENTINEL_NOW",
+        help_heading = SCHEDULING,
+        value_name = "RFC3339",
+        value_parser = parse_now
+    )]
+    pub now: Option<DateTime<Utc>>,
 }
 
 const RESET_AFTER: &str = "\
@@ -553,6 +611,19 @@ pub struct TickArgs {
     /// whole by its first tick.
     #[arg(long, env = "SENTINEL_BATCH", help_heading = WORK, value_name = "N", default_value_t = 5)]
     pub batch: usize,
+    /// Rewrites of one file an agent may make in 7 days (0 = unlimited).
+    ///
+    /// Counted from sandbox commits, answers with content and `sentinel record
+    /// --decision evolved`; past it the file is `stuck` and not handed over
+    /// until `sentinel reset PATH`.
+    #[arg(
+        long,
+        env = "SENTINEL_MAX_REWRITES",
+        help_heading = WORK,
+        value_name = "N",
+        default_value_t = 3
+    )]
+    pub max_rewrites: u32,
     /// File reads per tick (0 = unlimited).
     ///
     /// Files not read wait in a backlog. Default: 0 on the git source, where

@@ -9,6 +9,7 @@ pub mod http;
 pub mod llm;
 pub mod patch;
 pub mod publish;
+pub mod record;
 pub mod report;
 pub mod reset;
 pub mod simulate;

@@ -123,6 +123,19 @@ fn bring_back(state: &mut State, now: DateTime<Utc>, done: &mut Done) {
 /// One file starts over, if it waits or gave up.
 fn reset_file(state: &mut State, path: &str, now: DateTime<Utc>, done: &mut Done) {
     let r = state.files.get_mut(path).expect("checked by `apply`");
+    if r.stuck {
+        let n = r.rewrites.len();
+        r.stuck = false;
+        r.rewrites.clear();
+        if let Some(fp) = r.fingerprint.clone() {
+            r.retry = Some(retry::reset(&fp, now));
+        }
+        done.changed = true;
+        done.lines.push(format!(
+            "`{path}` is no longer stuck ({n} rewrite(s) forgotten); the next wake hands it over"
+        ));
+        return;
+    }
     let outcome = r.decision.as_ref().map(|d| d.outcome);
     let waits = matches!(
         outcome,

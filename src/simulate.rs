@@ -164,6 +164,7 @@ fn config(now: DateTime<Utc>, batch: usize, trigger: Trigger) -> TickConfig {
         batch,
         max_reads: 0,
         rescope: false,
+        max_rewrites: 3,
         dry_run: false,
         max_files: 200_000,
         max_file_bytes: tick::DEFAULT_MAX_FILE_BYTES,

@@ -69,7 +69,9 @@ fn section(doc: &mut String, title: &str, help: &str) {
 fn docs_usage_matches_the_help_of_every_subcommand() {
     let top = help(&[]);
     let subs = subcommands(&top);
-    for known in ["tick", "stats", "explain", "simulate", "costs", "reset"] {
+    for known in [
+        "tick", "stats", "explain", "simulate", "costs", "reset", "record",
+    ] {
         assert!(
             subs.iter().any(|s| s == known),
             "`sentinel --help` lists no {known} (read {subs:?}); has its Commands: section changed shape?\n{top}"

@@ -10,4 +10,5 @@ pub mod novelty;
 pub mod observation;
 pub mod policy;
 pub mod retry;
+pub mod rewrites;
 pub mod wake;

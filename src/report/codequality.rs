@@ -54,10 +54,34 @@ fn fingerprint(path: &str, line: u64, message: &str) -> String {
     hex(&h.finalize()[..16])
 }
 
+/// What a stuck file says in the report.
+const STUCK: &str = "sentinel: an agent rewrote this file more often than --max-rewrites allows; it is not handed over until `sentinel reset PATH`";
+
 /// One JSON array, no BOM; an empty array when nothing is open. A proposal
-/// without findings is reported once, on its first line, with its reason.
+/// without findings is reported once, on its first line, with its reason;
+/// a file stuck after too many rewrites once, on its first line.
 pub fn render(proposals: &BTreeMap<String, Proposal>) -> anyhow::Result<Vec<u8>> {
+    render_with(proposals, &[])
+}
+
+/// `render`, with the files an agent rewrote too often.
+pub fn render_with(
+    proposals: &BTreeMap<String, Proposal>,
+    stuck: &[String],
+) -> anyhow::Result<Vec<u8>> {
     let mut issues = Vec::new();
+    for path in stuck {
+        issues.push(Issue {
+            description: STUCK,
+            check_name: "sentinel/stuck".into(),
+            fingerprint: fingerprint(path, 1, STUCK),
+            severity: "major",
+            location: Location {
+                path,
+                lines: Lines { begin: 1 },
+            },
+        });
+    }
     for (path, p) in proposals {
         if p.findings.is_empty() {
             issues.push(Issue {

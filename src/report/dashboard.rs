@@ -43,6 +43,23 @@ pub fn render(state: &State, web_url: Option<&str>, now: DateTime<Utc>) -> Strin
         "This issue is kept by sentinel. It lists the changes the model proposes (EVOLVE) and is rewritten when they change.\n"
     );
     let _ = writeln!(out, "**Health:** {}.\n", health(state, now));
+    let stuck: Vec<&str> = state
+        .files
+        .iter()
+        .filter(|(_, r)| r.stuck)
+        .map(|(p, _)| p.as_str())
+        .collect();
+    if !stuck.is_empty() {
+        let _ = writeln!(
+            out,
+            "**Stuck** (an agent rewrote them more often than `--max-rewrites` allows; `sentinel reset PATH` hands them over again): {}.\n",
+            stuck
+                .iter()
+                .map(|p| format!("`{p}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     if state.llm.proposals.is_empty() {
         let _ = writeln!(out, "No open proposals.");
         return out;

@@ -77,6 +77,8 @@ pub struct LlmStats {
     pub next_retry: Option<DateTime<Utc>>,
     /// Files that gave up after 5 failures at one fingerprint (`sentinel reset`).
     pub given_up: Vec<String>,
+    /// Files rewritten too often by an agent (`sentinel reset PATH`).
+    pub stuck: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -235,6 +237,12 @@ fn llm_stats(state: &State, now: DateTime<Utc>, daily_budget: f64) -> LlmStats {
             .filter(|(_, w)| w.given_up())
             .map(|(p, _)| p.clone())
             .collect(),
+        stuck: state
+            .files
+            .iter()
+            .filter(|(_, r)| r.stuck)
+            .map(|(p, _)| p.clone())
+            .collect(),
     }
 }
 
@@ -383,6 +391,13 @@ fn advisor_rows(l: &LlmStats) -> Vec<(String, String)> {
             match l.given_up.len() {
                 0 => "0".to_string(),
                 n => format!("{n}: {} (sentinel reset --given-up)", l.given_up.join(", ")),
+            },
+        ),
+        (
+            "stuck".into(),
+            match l.stuck.len() {
+                0 => "0".to_string(),
+                n => format!("{n}: {} (sentinel reset PATH)", l.stuck.join(", ")),
             },
         ),
     ]);
@@ -615,6 +630,12 @@ fn advisor_metrics(out: &mut Exposition, l: &LlmStats) {
         "gauge",
         "Files that gave up after 5 failures at one fingerprint.",
         &one(l.given_up.len() as f64),
+    );
+    out.metric(
+        "stuck_files",
+        "gauge",
+        "Files an agent rewrote more often than --max-rewrites allows.",
+        &one(l.stuck.len() as f64),
     );
 }
 

@@ -38,6 +38,9 @@ pub enum Outcome {
     /// Failed 5 times at one fingerprint: not tried again until the file
     /// changes or a person runs `sentinel reset`.
     GivenUp,
+    /// Rewritten by an agent more often than `--max-rewrites` allows in the
+    /// rewrite window: not handed over until a person runs `sentinel reset`.
+    Stuck,
 }
 
 impl Outcome {
@@ -66,10 +69,11 @@ impl Outcome {
             Outcome::BadResponse => "bad_response",
             Outcome::TooLarge => "too_large",
             Outcome::GivenUp => "given_up",
+            Outcome::Stuck => "stuck",
         }
     }
 
-    pub const ALL: [Outcome; 12] = [
+    pub const ALL: [Outcome; 13] = [
         Outcome::Reused,
         Outcome::Pending,
         Outcome::LocalSkip,
@@ -82,6 +86,7 @@ impl Outcome {
         Outcome::BadResponse,
         Outcome::TooLarge,
         Outcome::GivenUp,
+        Outcome::Stuck,
     ];
 }
 
@@ -157,6 +162,17 @@ pub struct FileRecord {
     /// bad_response, given up): when it is tried again, and the failures.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry: Option<crate::gate::retry::Retry>,
+    /// Content hashes of what an agent or a patch wrote for this file, the
+    /// newest last: the watched branch holding one of them is own output,
+    /// not new evidence.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub own_output: Vec<String>,
+    /// When an agent or a patch rewrote this file, within the rewrite window.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rewrites: Vec<DateTime<Utc>>,
+    /// Rewritten too often: not handed over again until `sentinel reset`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stuck: bool,
 }
 
 fn is_zero(n: &u32) -> bool {

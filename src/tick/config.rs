@@ -54,6 +54,8 @@ pub struct TickConfig {
     pub patches: bool,
     /// Move a state of another scope to this tick's, re-listing everything.
     pub rescope: bool,
+    /// Rewrites of one file an agent may make in 7 days; 0 = unlimited.
+    pub max_rewrites: u32,
 }
 
 impl TickConfig {

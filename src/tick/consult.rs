@@ -216,6 +216,15 @@ impl Work<'_> {
         if let (Some(content), true) = (&a.content, self.patcher.is_some()) {
             match self.patch_checked(&s.path, bytes, content) {
                 Ok(()) => {
+                    // Remembered before the commit: the content is the
+                    // agent's output whether or not the commit lands.
+                    if let Some(r) = state.files.get_mut(&s.path) {
+                        crate::gate::rewrites::record(
+                            r,
+                            &super::content_hash(content.as_bytes()),
+                            self.cfg.now,
+                        );
+                    }
                     proposal.patch_pending = Some(content.clone());
                     self.commit_patch(&s.path, &mut proposal);
                 }

@@ -12,6 +12,7 @@ use crate::gate::novelty::{self, Novelty};
 use crate::gate::observation::{self, ObserveInput};
 use crate::gate::policy::{self, Risk, Role};
 use crate::gate::retry;
+use crate::gate::rewrites;
 use crate::gate::wake::Reason;
 use crate::llm::client::Finding;
 use crate::llm::protocol;
@@ -68,6 +69,10 @@ impl Work<'_> {
             return Ok(self.reuse(state, &subject));
         }
         let local = self.local(&subject);
+        if let Some(judged) = self.own_or_stuck(state, &subject, local.outcome) {
+            self.fresh += 1;
+            return Ok(self.remember(state, &subject, forced, judged, BY_LOCAL));
+        }
         let cfg = self.cfg;
         let (judgement, by) = match &cfg.advisor {
             Some(advisor) if local.outcome == Outcome::NeedsReview => {
@@ -192,6 +197,29 @@ impl Work<'_> {
         }
         FileReport::new(&s.path, Outcome::Reused, reason, s.novelty)
             .with_fingerprint(Some(s.fingerprint.clone()))
+    }
+
+    /// The watched branch holds exactly what an agent or a patch wrote: a
+    /// SKIP without a call. A file that would be handed over again after
+    /// too many rewrites is stuck instead.
+    fn own_or_stuck(&self, state: &mut State, s: &Subject, local: Outcome) -> Option<Judgement> {
+        let now = self.cfg.now;
+        let record = state.files.get_mut(&s.path)?;
+        if rewrites::is_own_output(record, &s.facts.hash) {
+            let reason = "own output: the watched branch holds exactly what the agent wrote".into();
+            return Some((Outcome::LocalSkip, reason, None));
+        }
+        if local != Outcome::NeedsReview || !rewrites::stuck(record, self.cfg.max_rewrites, now) {
+            return None;
+        }
+        record.stuck = true;
+        let reason = format!(
+            "rewritten {} time(s) in 7 days (--max-rewrites {}): not handed over again until `sentinel reset {}`",
+            rewrites::in_window(record, now),
+            self.cfg.max_rewrites,
+            s.path
+        );
+        Some((Outcome::Stuck, reason, None))
     }
 
     /// Local policy decides what it can; `needs_review` is for the advisor,

@@ -185,7 +185,13 @@ pub(super) fn write(
         report.notes.push(format!("{e:#}"));
     }
     if let Some(path) = &cfg.codequality {
-        let bytes = crate::report::codequality::render(&state.llm.proposals)?;
+        let stuck: Vec<String> = state
+            .files
+            .iter()
+            .filter(|(_, r)| r.stuck)
+            .map(|(p, _)| p.clone())
+            .collect();
+        let bytes = crate::report::codequality::render_with(&state.llm.proposals, &stuck)?;
         storage.write_report(path, &bytes)?;
         report.writes.push(WriteLog {
             kind: "codequality",

@@ -45,6 +45,7 @@ fn cfg(dir: &Path, now: DateTime<Utc>) -> TickConfig {
         batch: 5,
         max_reads: 0,
         rescope: false,
+        max_rewrites: 3,
         dry_run: false,
         max_files: 200_000,
         max_file_bytes: DEFAULT_MAX_FILE_BYTES,

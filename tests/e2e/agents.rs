@@ -320,3 +320,194 @@ fn an_agent_that_commits_never_wakes_sentinel_with_its_own_commits() {
         "{c}"
     );
 }
+
+/// `sentinel record PATH --decision D` for the sandbox's clone and state.
+#[track_caller]
+fn record(sb: &Sandbox, minute: i64, path: &str, decision: &str, code: i32) -> crate::util::Output {
+    let out = sb
+        .sentinel([
+            "record",
+            path,
+            "--decision",
+            decision,
+            "--now",
+            &at(minute),
+            "--path",
+            WATCHED,
+        ])
+        .arg("--repo")
+        .arg(&sb.repo.root)
+        .arg("--state")
+        .arg(&sb.state)
+        .output();
+    expect_code(&out, code);
+    out
+}
+
+/// The files a `tick --llm off --json` hands over.
+fn handed_over(r: &Value) -> Vec<String> {
+    r["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["outcome"] == "needs_review")
+        .map(|f| f["path"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// What an outer-loop agent does with a file: append a line, commit it on
+/// the watched branch, and tell sentinel.
+fn outer_agent_works_on(sb: &Sandbox, minute: i64, path: &str) {
+    let full = sb.repo.root.join(path);
+    let mut text = fs::read_to_string(&full).unwrap();
+    text.push_str("// touched by the agent\n");
+    fs::write(&full, text).unwrap();
+    sb.repo.commit(&format!("agent: {path}"));
+    record(sb, minute, path, "evolved", 0);
+}
+
+#[test]
+fn an_outer_loop_agent_that_records_its_work_is_handed_each_file_once_per_human_change() {
+    let sb = Sandbox::with_files(&["a.js", "b.js", "c.js", "d.js", "e.js"]);
+    let mut hand_overs = 0;
+    for round in 0..10 {
+        let minute = 10 * round;
+        if round == 5 {
+            sb.repo
+                .write(&format!("{WATCHED}/c.js"), "// c.js, by a person\n");
+            sb.repo.commit("a person edits c");
+        }
+        let out = sb.tick_cmd(&at(minute)).args(["--llm", "off"]).output();
+        assert!(
+            [0, 10, 12].contains(&out.code),
+            "round {round}: {}",
+            out.stderr
+        );
+        let files = handed_over(&out.json());
+        hand_overs += files.len();
+        for f in files {
+            outer_agent_works_on(&sb, minute + 1, &f);
+        }
+    }
+    assert_eq!(hand_overs, 6);
+}
+
+#[test]
+fn a_formatter_that_undoes_the_agent_makes_the_file_stuck_after_three_hand_overs() {
+    let sb = Sandbox::with_files(&["a.js"]);
+    let file = format!("{WATCHED}/a.js");
+    let mut hand_overs = 0;
+    let mut last = Value::Null;
+    for round in 0..8 {
+        let minute = 10 * round;
+        let out = sb.tick_cmd(&at(minute)).args(["--llm", "off"]).output();
+        assert!(
+            [0, 10, 12].contains(&out.code),
+            "round {round}: {}",
+            out.stderr
+        );
+        let r = out.json();
+        if r["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["outcome"] == "stuck")
+        {
+            last = r.clone();
+        }
+        let files = handed_over(&r);
+        hand_overs += files.len();
+        for f in &files {
+            outer_agent_works_on(&sb, minute + 1, f);
+        }
+        // A formatter rewrites what the agent wrote, every round.
+        let full = sb.repo.root.join(&file);
+        let before = fs::read_to_string(&full).unwrap();
+        let after = before.replace("// touched", "//  touched");
+        if after != before {
+            fs::write(&full, after).unwrap();
+            sb.repo.commit("formatter");
+        }
+    }
+    assert_eq!(hand_overs, 3);
+    let stuck = last["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["path"] == file.as_str())
+        .unwrap();
+    assert_eq!(stuck["outcome"], "stuck", "{last}");
+    assert!(
+        stuck["reason"].as_str().unwrap().contains("sentinel reset"),
+        "{stuck}"
+    );
+
+    // Stuck shows in stats (JSON and Prometheus) and in the Code Quality report.
+    assert_eq!(
+        sb.stats()["llm"]["stuck"],
+        serde_json::json!([file.clone()])
+    );
+    let prom = sb
+        .sentinel(["stats", "--format", "prometheus"])
+        .arg("--state")
+        .arg(&sb.state)
+        .output();
+    assert!(
+        prom.stdout.contains("sentinel_stuck_files 1"),
+        "{}",
+        prom.stdout
+    );
+    let report = sb.root().join("gl-code-quality.json");
+    sb.repo.write(&format!("{WATCHED}/z.md"), "# z\n");
+    sb.repo.commit("a doc");
+    let out = sb
+        .tick_cmd(&at(90))
+        .args(["--llm", "off", "--codequality"])
+        .arg(&report)
+        .output();
+    expect_code(&out, 12);
+    let cq = fs::read_to_string(&report).unwrap();
+    assert!(cq.contains("sentinel/stuck") && cq.contains(&file), "{cq}");
+
+    // A person resets it: the next wake hands it over again.
+    let out = sb
+        .sentinel(["reset", &file, "--now", &at(100)])
+        .arg("--repo")
+        .arg(&sb.repo.root)
+        .arg("--state")
+        .arg(&sb.state)
+        .output();
+    expect_code(&out, 0);
+    assert!(out.stdout.contains("no longer stuck"), "{}", out.stdout);
+    sb.repo.write(&file, "// a.js, rewritten by a person\n");
+    sb.repo.commit("a person");
+    let r = sb.tick_cmd(&at(110)).args(["--llm", "off"]).output().json();
+    assert_eq!(handed_over(&r), vec![file.clone()]);
+}
+
+#[test]
+fn record_skip_is_reused_and_a_file_the_state_does_not_know_is_refused() {
+    let sb = Sandbox::with_files(&["a.js"]);
+    let file = format!("{WATCHED}/a.js");
+    let out = sb.tick_cmd(&at(0)).args(["--llm", "off"]).output();
+    assert_eq!(handed_over(&out.json()), vec![file.clone()]);
+    let out = record(&sb, 1, &file, "skip", 0);
+    assert!(
+        out.stdout.starts_with(&format!("recorded `{file}`: skip")),
+        "{}",
+        out.stdout
+    );
+    let out = record(&sb, 2, "libs/shared/nosuch.js", "skip", 1);
+    assert!(out.stderr.contains("is not in the state"), "{}", out.stderr);
+    // A wake for another reason reuses the recorded skip.
+    sb.repo.write(&format!("{WATCHED}/b.md"), "# b\n");
+    sb.repo.commit("a doc");
+    let r = sb.tick_cmd(&at(4)).args(["--llm", "off"]).output().json();
+    assert!(handed_over(&r).is_empty(), "{r}");
+    let a = r["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["path"] == file.as_str());
+    assert!(a.is_none_or(|f| f["outcome"] == "reused"), "{r}");
+}

@@ -1,0 +1,150 @@
+//! `sentinel record`: an agent that runs sentinel tells it what it decided
+//! about a file it was handed, under the state lock, so that a file judged
+//! fine is not handed over again and one that failed is tried again later.
+
+use anyhow::{Result, anyhow, bail};
+use chrono::{DateTime, Utc};
+
+use crate::cli::{Environment, RecordArgs, RecordDecision};
+use crate::gate::{budget, retry, rewrites};
+use crate::state::{Decision, FileRecord, Outcome, State, store};
+use crate::tick::{self, Current, Judging};
+
+/// Who made a recorded decision.
+const BY_AGENT: &str = "agent";
+
+pub fn run(args: RecordArgs) -> Result<u8> {
+    let path = args.state.resolve(&args.source.repo);
+    if !path.exists() {
+        bail!(
+            "no state file at `{}`; run `sentinel tick` first, or point --state at an existing one",
+            path.display()
+        );
+    }
+    let _lock = match store::try_lock(&path)? {
+        store::LockAttempt::Acquired(lock) => lock,
+        store::LockAttempt::Busy(lock) => {
+            eprintln!(
+                "sentinel: busy (lock {} held by a running tick); nothing was recorded, try again",
+                lock.display()
+            );
+            return Ok(crate::exit::BUSY);
+        }
+    };
+    let mut state =
+        store::load(&path)?.ok_or_else(|| anyhow!("no state file at `{}`", path.display()))?;
+    let file = args.file.trim_start_matches("./").to_string();
+    if !state.files.contains_key(&file) {
+        bail!(
+            "`{file}` is not in the state `{}`; give the path from the repository root, as `sentinel tick --json` prints it (nothing was recorded)",
+            path.display()
+        );
+    }
+    let now = args.now.unwrap_or_else(Utc::now);
+    let current = current(&state, &args, &file, now)?;
+    let line = apply(&mut state, &args, &file, &current, now)?;
+    store::save(&path, &state)?;
+    println!("{line}");
+    Ok(crate::exit::NONE)
+}
+
+/// The file's fingerprint at the head of the watched branch, as the next
+/// tick will compute it.
+fn current(state: &State, args: &RecordArgs, file: &str, now: DateTime<Utc>) -> Result<Current> {
+    let env = Environment::from_lookup(|k| std::env::var(k).ok());
+    let (mut source, rev) = crate::app::make_source(&args.source, &env)?;
+    let judging = Judging {
+        max_file_bytes: tick::DEFAULT_MAX_FILE_BYTES,
+        evidence: tick::current_evidence(),
+        locks: args.source.lock.clone(),
+        now,
+    };
+    let current = tick::current_fingerprint(state, source.as_mut(), &rev, file, &judging);
+    match (&current.error, &current.fingerprint) {
+        (Some(e), _) => bail!("cannot record `{file}`: {e} (nothing was recorded)"),
+        (None, None) => bail!("cannot record `{file}`: no fingerprint (nothing was recorded)"),
+        _ => Ok(current),
+    }
+}
+
+/// Record the decision in `state`; the line that says what was recorded.
+fn apply(
+    state: &mut State,
+    args: &RecordArgs,
+    file: &str,
+    current: &Current,
+    now: DateTime<Utc>,
+) -> Result<String> {
+    let fingerprint = current.fingerprint.clone().unwrap_or_default();
+    let output = match args.decision {
+        RecordDecision::Evolved => Some(own_output(args, file)?),
+        _ => None,
+    };
+    let record = state.files.get_mut(file).expect("checked by `run`");
+    if let Some(blob) = &current.blob
+        && *blob != record.blob
+    {
+        record.blob = blob.clone();
+        record.content = None;
+    }
+    let reason = args
+        .reason
+        .clone()
+        .unwrap_or_else(|| "no reason given".into());
+    let (outcome, reason) = match args.decision {
+        RecordDecision::Skip => (
+            Outcome::LlmSkip,
+            format!("the agent found nothing to do: {reason}"),
+        ),
+        RecordDecision::Evolved => (Outcome::LlmSkip, format!("evolved by the agent: {reason}")),
+        RecordDecision::Failed => (Outcome::Failed, format!("the agent failed: {reason}")),
+    };
+    if let Some(hash) = &output {
+        rewrites::record(record, hash, now);
+    }
+    record.retry = retry::after(record.retry.as_ref(), &fingerprint, outcome, None, now);
+    remember(record, &fingerprint, outcome, &reason, now);
+    state.next_retry = retry::next_due(state.files.values().filter_map(|r| r.retry.as_ref()));
+    if let Some(cost) = args.cost_usd.filter(|c| c.is_finite() && *c >= 0.0) {
+        budget::settle(&mut state.llm.budget, cost, false, now);
+        crate::gate::costs::record(&mut state.llm.days, &state.llm.budget, BY_AGENT, 1);
+    }
+    Ok(format!(
+        "recorded `{file}`: {} ({reason})",
+        args.decision_name()
+    ))
+}
+
+/// The decision, at the fingerprint the next tick computes.
+fn remember(record: &mut FileRecord, fp: &str, outcome: Outcome, reason: &str, now: DateTime<Utc>) {
+    let decision = Decision {
+        outcome,
+        reason: reason.to_string(),
+        ts: now,
+        by: Some(BY_AGENT.to_string()),
+    };
+    crate::gate::novelty::remember(record, fp, decision, now);
+}
+
+/// The content hash of what the agent left: the file in the clone's work
+/// tree when there is one (committed or not), as the next tick will hash it.
+fn own_output(args: &RecordArgs, file: &str) -> Result<String> {
+    let on_disk = args.source.repo.join(file);
+    let bytes = std::fs::read(&on_disk).map_err(|e| {
+        anyhow!(
+            "cannot read `{}` to remember the agent's output: {e}; record `evolved` from the clone the agent worked in (--repo)",
+            on_disk.display()
+        )
+    })?;
+    Ok(tick::content_hash(&bytes))
+}
+
+impl RecordArgs {
+    fn decision_name(&self) -> &'static str {
+        match self.decision {
+            RecordDecision::Skip => "skip",
+            RecordDecision::Evolved => "evolved",
+            RecordDecision::Failed => "failed",
+        }
+    }
+}
