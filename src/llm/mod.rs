@@ -3,5 +3,6 @@
 pub mod admin;
 pub mod agent;
 pub mod client;
+pub mod peers;
 pub mod prices;
 pub mod protocol;
