@@ -1595,3 +1595,159 @@ fn a_dated_snapshot_keeps_its_own_price() {
         FIXTURE_USAGE.cost(5.0, 5.0, 15.0),
     );
 }
+
+// ---------------------------------------------------------------------------
+// 10. The commands docs/proxy.md and docs/local-models.md show
+// ---------------------------------------------------------------------------
+
+/// One `sentinel tick` command of a page: its environment assignments and
+/// its arguments, from a ```sh block (continuation lines joined; other
+/// commands in the block, such as `ollama pull`, skipped).
+struct Documented {
+    env: Vec<(String, String)>,
+    args: Vec<String>,
+}
+
+fn documented_ticks(page: &str) -> Vec<Documented> {
+    let path = format!("{}/{page}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let mut out = Vec::new();
+    for block in text.split("```sh\n").skip(1) {
+        let block = block.split("```").next().unwrap_or("");
+        for line in block.replace("\\\n", " ").lines() {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let Some(at) = words.iter().position(|w| *w == "sentinel") else {
+                continue;
+            };
+            if words.get(at + 1) != Some(&"tick") || words[..at].iter().any(|w| !w.contains('=')) {
+                continue;
+            }
+            let env = words[..at]
+                .iter()
+                .map(|w| w.split_once('=').unwrap())
+                .map(|(k, v)| (k.to_string(), v.trim_matches('"').to_string()))
+                .collect();
+            let args = words[at + 2..].iter().map(|w| w.to_string()).collect();
+            out.push(Documented { env, args });
+        }
+    }
+    out
+}
+
+/// Run a documented command against `ai` in place of the server it names:
+/// the page's base URL becomes the fake's, a `$VARIABLE` key becomes the
+/// test key, and the tick gets its repository, state and clock.
+fn run_documented(sb: &Sandbox, ai: &FakeOpenAi, cmd: &Documented) -> Value {
+    let mut run = sb
+        .sentinel(["tick", "--json", "--fake-sleep", "--now", &at(600)])
+        .args(&cmd.args)
+        .arg("--repo")
+        .arg(&sb.repo.root)
+        .arg("--state")
+        .arg(&sb.state);
+    for (key, value) in &cmd.env {
+        let value = match key.as_str() {
+            "OPENAI_BASE_URL" => ai.base_url(),
+            _ if value.starts_with('$') => KEY.to_string(),
+            _ => value.clone(),
+        };
+        run = run.env(key, value);
+    }
+    let out = run.output();
+    expect_code(&out, 10);
+    out.json()
+}
+
+/// The page's base URL of a command: which server the example is about.
+fn documented_url(cmd: &Documented) -> &str {
+    cmd.env
+        .iter()
+        .find(|(k, _)| k == "OPENAI_BASE_URL")
+        .map(|(_, v)| v.as_str())
+        .expect("the example sets OPENAI_BASE_URL")
+}
+
+#[test]
+fn advisor_the_proxy_page_command_works_through_a_litellm_shaped_server() {
+    let ticks = documented_ticks("docs/proxy.md");
+    let through = ticks
+        .iter()
+        .find(|c| c.env.iter().any(|(k, _)| k == "OPENAI_BASE_URL"))
+        .expect("docs/proxy.md shows a command through the proxy");
+    assert_eq!(documented_url(through), "http://127.0.0.1:4000/v1");
+    let sb = sandbox(&[AUTH, GUIDE]);
+    let ai = FakeOpenAi::start();
+    ai.answer_always(Reply::completion().header("x-litellm-response-cost", "0.0009"));
+    let r = run_documented(&sb, &ai, through);
+    assert_eq!(outcome(&r, AUTH), "llm_skip");
+    assert_eq!(
+        ai.requests()[0].header("authorization"),
+        Some(format!("Bearer {KEY}").as_str())
+    );
+    let l = &sb.stats_at(&at(600), 2.0)["llm"];
+    close_to(&l["cost_today_measured"], 0.0009);
+
+    // The same command when the proxy's key budget is spent: one call, held until midnight.
+    let sb = sandbox(&[AUTH, GUIDE]);
+    let ai = FakeOpenAi::start();
+    ai.answer_always(Reply::peer(422, "litellm-key-budget.json"));
+    run_documented(&sb, &ai, through);
+    assert_posts(&ai, 1);
+    assert_eq!(
+        circuit(&sb, &at(600)),
+        json!(["budget", "2026-06-17T00:00:00Z", true])
+    );
+}
+
+#[test]
+fn advisor_the_local_models_page_commands_work_against_each_servers_shapes() {
+    let ticks = documented_ticks("docs/local-models.md");
+    let urls: Vec<&str> = ticks.iter().map(documented_url).collect();
+    assert_eq!(
+        urls,
+        [
+            "http://127.0.0.1:11434/v1",
+            "http://127.0.0.1:8000/v1",
+            "http://127.0.0.1:8080/v1"
+        ]
+    );
+    // Each server's success, and one of its permanent errors.
+    let shapes = [
+        (
+            "ollama-completion.json",
+            (404, "ollama-not-found.json", "request"),
+        ),
+        (
+            "ollama-completion.json",
+            (400, "vllm-context-length.json", "file_request"),
+        ),
+        (
+            "llamacpp-think-completion.json",
+            (501, "llamacpp-not-supported.json", "request"),
+        ),
+    ];
+    for (cmd, (ok, (status, error, class))) in ticks.iter().zip(shapes) {
+        let sb = sandbox(&[AUTH, SESSION, GUIDE]);
+        let ai = FakeOpenAi::start();
+        ai.push(Reply::peer(status, error));
+        ai.answer_always(Reply::peer(200, ok));
+        let r = run_documented(&sb, &ai, cmd);
+        let url = documented_url(cmd);
+        assert!(
+            reason(&r, AUTH).starts_with(&format!("{class} after 1 attempt: HTTP {status}")),
+            "{url}: {}",
+            reason(&r, AUTH)
+        );
+        let model = &cmd.args[cmd.args.iter().position(|a| a == "--model").unwrap() + 1];
+        assert_eq!(ai.requests()[0].json()["model"], model.as_str(), "{url}");
+        let l = &sb.stats_at(&at(600), 2.0)["llm"];
+        if class == "file_request" {
+            // Only that file failed: the next one was asked, and cost nothing per call.
+            assert_eq!(outcome(&r, SESSION), "llm_skip", "{url}");
+            assert_eq!(l["cost_sources_today"], json!({"per_call": 1}), "{url}");
+            assert_eq!(num(&l["cost_today_estimated"]), 0.0, "{url}");
+        } else {
+            assert_eq!(outcome(&r, SESSION), "held", "{url}");
+        }
+    }
+}
