@@ -131,6 +131,7 @@ fn make_advisor(args: &TickArgs, env: &Environment, on_git: bool) -> Option<Box<
         max_tokens: args.llm.max_tokens,
         fake_sleep: args.source.fake_sleep,
         patches: args.propose == Propose::Patches,
+        reasoning_models: args.llm.reasoning_models.clone(),
     })))
 }
 
@@ -177,8 +178,17 @@ fn tick_config(
             daily_budget: args.llm.daily_budget,
             // An agent's cost is what it reports, else the per-call estimate.
             price: args.llm.agent.is_none().then(|| args.llm.price()).flatten(),
-            per_call: args.llm.cost_per_call,
-            max_tokens: args.llm.max_tokens,
+            per_call: args.llm.per_call(),
+            // What a call may answer with: a reasoning model's larger limit
+            // and its one larger retry are reserved, an agent's is its own.
+            max_tokens: match &args.llm.agent {
+                Some(_) => args.llm.max_tokens,
+                None => crate::llm::peers::reserved_completion_tokens(
+                    &args.llm.model,
+                    &args.llm.reasoning_models,
+                    args.llm.max_tokens,
+                ),
+            },
         }),
         locks: args.source.lock.clone(),
         autonomy: autonomy::Settings {

@@ -921,15 +921,28 @@ pub struct LlmArgs {
     pub prices: Vec<(String, crate::llm::prices::Price)>,
     /// USD counted per call for a model without a price.
     ///
-    /// Flagged as estimated in stats.
+    /// [default: 0.05; 0 for an --llm-url on this machine (loopback or a Unix
+    /// socket)]. Flagged as estimated in stats.
     #[arg(
         long,
         env = "SENTINEL_COST_PER_CALL",
         help_heading = ADVISOR,
-        value_name = "USD",
-        default_value_t = 0.05
+        value_name = "USD"
     )]
-    pub cost_per_call: f64,
+    pub cost_per_call: Option<f64>,
+    /// Models that reason, besides the o-series and the gpt-5 family.
+    ///
+    /// They get max_completion_tokens (at least 4096, with room for one larger
+    /// retry of a cut answer in the budget) and no temperature. Separate names
+    /// with `,`.
+    #[arg(
+        long,
+        env = "SENTINEL_REASONING_MODELS",
+        help_heading = ADVISOR,
+        value_name = "MODEL,...",
+        value_delimiter = ','
+    )]
+    pub reasoning_models: Vec<String>,
     /// Ask this agent command instead of a model.
     ///
     /// Run with `sh -c` once per file that needs judgement, behind the same
@@ -962,6 +975,9 @@ pub struct LlmArgs {
     )]
     pub agent_env: Vec<String>,
 }
+
+/// USD counted per call for a paid model without a price (`--cost-per-call`).
+pub const DEFAULT_COST_PER_CALL: f64 = 0.05;
 
 /// Seconds, fractions allowed, from a millisecond to a day.
 fn parse_seconds(s: &str) -> Result<f64, String> {
@@ -1004,11 +1020,27 @@ impl LlmArgs {
             .or_else(|| crate::llm::prices::builtin(&self.model))
     }
 
+    /// USD counted per call for a model without a price: `--cost-per-call`,
+    /// else nothing for an endpoint on this machine (a model there costs no
+    /// money per call) and `DEFAULT_COST_PER_CALL` for any other.
+    pub fn per_call(&self) -> f64 {
+        self.cost_per_call.unwrap_or(
+            if self.agent.is_none() && crate::llm::peers::is_local_endpoint(&self.llm_url) {
+                0.0
+            } else {
+                DEFAULT_COST_PER_CALL
+            },
+        )
+    }
+
     pub fn validate(&self) -> Result<()> {
         if !(self.daily_budget.is_finite() && self.daily_budget >= 0.0) {
             bail!("--daily-budget must be a number of USD, 0 or more");
         }
-        if !(self.cost_per_call.is_finite() && self.cost_per_call >= 0.0) {
+        if self
+            .cost_per_call
+            .is_some_and(|c| !(c.is_finite() && c >= 0.0))
+        {
             bail!("--cost-per-call must be a number of USD, 0 or more");
         }
         if self.llm_timeout == 0 {
@@ -1269,6 +1301,33 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// `sentinel tick ARGS...`'s advisor flags.
+    fn llm_args(args: &[&str]) -> LlmArgs {
+        let cli = Cli::try_parse_from(["sentinel", "tick"].iter().chain(args)).unwrap();
+        match cli.command {
+            Command::Tick(t) => t.llm,
+            _ => unreachable!("a tick was parsed"),
+        }
+    }
+
+    #[test]
+    fn a_model_on_this_machine_costs_nothing_per_call_unless_told_otherwise() {
+        let local = ["--llm-url", "http://127.0.0.1:11434/v1"];
+        assert_eq!(llm_args(&local).per_call(), 0.0);
+        let paid = ["--llm-url", "https://api.openai.com/v1"];
+        assert_eq!(llm_args(&paid).per_call(), DEFAULT_COST_PER_CALL);
+        let told = [
+            "--llm-url",
+            "http://localhost:8080/v1",
+            "--cost-per-call",
+            "0.01",
+        ];
+        assert_eq!(llm_args(&told).per_call(), 0.01);
+        // An agent is no endpoint: its calls are paid wherever the URL points.
+        let agent = ["--llm-url", "http://[::1]:4000", "--agent", "codex"];
+        assert_eq!(llm_args(&agent).per_call(), DEFAULT_COST_PER_CALL);
     }
 
     fn base_args() -> SourceArgs {

@@ -50,6 +50,10 @@ pub struct DaySpend {
     /// Calls asked of each model.
     #[serde(default)]
     pub models: BTreeMap<String, u64>,
+    /// Settled calls by where their cost came from (`reported` by the
+    /// server, `price_table`, `per_call`, `reservation`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sources: BTreeMap<String, u64>,
 }
 
 impl DaySpend {
@@ -118,6 +122,20 @@ pub fn record(
     entry.attempts += attempts;
     *entry.models.entry(model.to_string()).or_default() += 1;
     prune(days, day);
+}
+
+/// After `record`: count where the call's cost came from, on the budget's day.
+pub fn record_source(
+    days: &mut BTreeMap<NaiveDate, DaySpend>,
+    budget: &Budget,
+    source: crate::llm::prices::CostSource,
+) {
+    if let Some(entry) = budget.day.and_then(|day| days.get_mut(&day)) {
+        *entry
+            .sources
+            .entry(source.as_str().to_string())
+            .or_default() += 1;
+    }
 }
 
 /// Keep the `HISTORY_DAYS` UTC days up to `today`, and never more entries than that.
@@ -402,6 +420,7 @@ mod tests {
             estimated,
             attempts: calls,
             models: models.iter().map(|(m, n)| (m.to_string(), *n)).collect(),
+            sources: BTreeMap::new(),
         }
     }
 
@@ -574,6 +593,7 @@ mod tests {
                 estimated: 0.05,
                 attempts: 3,
                 models: BTreeMap::from([("gpt-4o".into(), 1), ("my-model".into(), 1)]),
+                sources: BTreeMap::new(),
             }
         );
     }

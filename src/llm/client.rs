@@ -11,6 +11,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use super::peers;
 use super::prices::{self, Usage};
 use super::protocol::{self, Class, Failure, Step};
 
@@ -59,6 +60,9 @@ pub struct OpenAiConfig {
     pub fake_sleep: bool,
     /// Ask for the full new content with an EVOLVE (`--propose patches`).
     pub patches: bool,
+    /// Models to treat as reasoning models besides the known ones
+    /// (`--reasoning-models`).
+    pub reasoning_models: Vec<String>,
 }
 
 /// What the advisor is asked about one file.
@@ -142,9 +146,11 @@ pub struct Call {
     pub cost_usd: Option<f64>,
 }
 
-/// Parse the model's answer strictly: anything else is `bad_response`.
+/// Parse the model's answer strictly: anything else is `bad_response`. A
+/// reasoning block a local model writes before it (`<think>...</think>`)
+/// is not part of the answer.
 pub fn parse_answer(content: &str) -> Result<Answer, String> {
-    let answer: Answer = serde_json::from_str(content.trim())
+    let answer: Answer = serde_json::from_str(without_think_block(content))
         .map_err(|e| format!("the answer is not the expected JSON object ({e})"))?;
     if answer.reason.trim().is_empty() {
         return Err("the answer has an empty reason".into());
@@ -152,16 +158,55 @@ pub fn parse_answer(content: &str) -> Result<Answer, String> {
     Ok(answer)
 }
 
-/// The message content and usage of a chat-completions body.
-fn parse_completion(body: &[u8]) -> Result<(String, Option<Usage>), String> {
+/// The content after a leading `<think>...</think>` block (llama.cpp and
+/// Ollama with some reasoning formats), trimmed; the content itself when
+/// there is no complete block.
+fn without_think_block(content: &str) -> &str {
+    let content = content.trim();
+    content
+        .strip_prefix("<think>")
+        .and_then(|rest| rest.split_once("</think>"))
+        .map_or(content, |(_, after)| after.trim())
+}
+
+/// What a chat-completions body says: the message, why it ended, its usage
+/// and, when the server reports it (`usage.cost`), its cost in USD.
+struct Completion {
+    content: String,
+    finish_reason: Option<String>,
+    usage: Option<Usage>,
+    cost: Option<f64>,
+}
+
+fn parse_completion(body: &[u8]) -> Result<Completion, String> {
     let value: serde_json::Value =
         serde_json::from_slice(body).map_err(|e| format!("the response is not JSON ({e})"))?;
-    let usage = prices::usage_from_response(&value);
-    let content = value
-        .pointer("/choices/0/message/content")
-        .and_then(|c| c.as_str())
-        .ok_or("the response has no choices[0].message.content")?;
-    Ok((content.to_string(), usage))
+    let finish_reason = value
+        .pointer("/choices/0/finish_reason")
+        .and_then(|f| f.as_str())
+        .map(str::to_string);
+    // A reasoning model that spent its limit thinking may send no content at all.
+    let content = match value.pointer("/choices/0/message/content") {
+        Some(serde_json::Value::String(c)) => c.clone(),
+        Some(serde_json::Value::Null) | None if finish_reason.as_deref() == Some("length") => {
+            String::new()
+        }
+        _ => return Err("the response has no choices[0].message.content".into()),
+    };
+    Ok(Completion {
+        content,
+        finish_reason,
+        usage: prices::usage_from_response(&value),
+        cost: value
+            .pointer("/usage/cost")
+            .and_then(|c| c.as_f64())
+            .and_then(usd),
+    })
+}
+
+/// A cost a server reported, when it can be one.
+fn usd(value: f64) -> Option<f64> {
+    (value.is_finite() && value >= 0.0).then_some(value)
 }
 
 /// Something that can judge a file: the OpenAI-compatible client, or a fake.
@@ -196,34 +241,159 @@ impl Advisor for OpenAiAdvisor {
     }
 }
 
+/// How the answer's JSON is asked for. A server that refuses one format
+/// (a 400 naming `response_format`) is asked in the next one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Format {
+    /// `json_schema`, strict: the answer's shape is enforced by the server.
+    Schema,
+    /// `json_object`: any JSON object; the prompt states the shape.
+    Object,
+    /// No `response_format` at all: the prompt alone.
+    Prompt,
+}
+
+impl Format {
+    fn fallback(self) -> Option<Format> {
+        match self {
+            Format::Schema => Some(Format::Object),
+            Format::Object => Some(Format::Prompt),
+            Format::Prompt => None,
+        }
+    }
+}
+
+/// The answer's JSON schema, strict: every property required, no others
+/// (`content`, asked for with patches, may be null).
+fn answer_schema(patches: bool) -> serde_json::Value {
+    let finding = serde_json::json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["line", "severity", "message"],
+        "properties": {
+            "line": {"type": "integer"},
+            "severity": {"type": "string", "enum": ["info", "minor", "major", "critical", "blocker"]},
+            "message": {"type": "string"},
+        },
+    });
+    let mut properties = serde_json::json!({
+        "action": {"type": "string", "enum": ["SKIP", "EVOLVE"]},
+        "reason": {"type": "string"},
+        "findings": {"type": "array", "items": finding},
+    });
+    let mut required = vec!["action", "reason", "findings"];
+    if patches {
+        properties["content"] = serde_json::json!({"type": ["string", "null"]});
+        required.push("content");
+    }
+    serde_json::json!({
+        "type": "json_schema",
+        "json_schema": {
+            "name": "sentinel_answer",
+            "strict": true,
+            "schema": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": required,
+                "properties": properties,
+            },
+        },
+    })
+}
+
+/// Whether a refusal names the response format: the server does not take
+/// the one asked for, and another may do.
+fn refuses_response_format(body: &str) -> bool {
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(body) else {
+        return false;
+    };
+    let Some(error) = value.get("error") else {
+        return false;
+    };
+    let param = error.get("param").and_then(|p| p.as_str()).unwrap_or("");
+    let message = error
+        .get("message")
+        .and_then(|m| m.as_str())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    param.starts_with("response_format")
+        || message.contains("response_format")
+        || message.contains("json_schema")
+}
+
+/// One ask's state between its attempts: the completion limit (grown once
+/// for a reasoning model's cut answer), the requests made beside the
+/// protocol's attempts, what the server reported they cost, and the usage
+/// of billed attempts that were asked again.
+struct Turn {
+    limit: u64,
+    reasoning: bool,
+    grown: bool,
+    reshaped: bool,
+    extra: u32,
+    cost: Option<f64>,
+    carried: Option<Usage>,
+}
+
+impl Turn {
+    /// The attempt's result, with the usage of the requests it replaced.
+    fn settle(&mut self, result: Attempt) -> Attempt {
+        let carried = self.carried.take();
+        match result {
+            Ok((answer, u)) => Ok((answer, add_usage(carried, u))),
+            Err((failure, u)) => Err((failure, add_usage(carried, u))),
+        }
+    }
+}
+
 /// Asks the model about files; one instance per tick.
 pub struct OpenAiAdvisor {
     agent: ureq::Agent,
     cfg: OpenAiConfig,
     waits: Vec<u64>,
     calls: u64,
+    /// The response format the server takes; a fallback holds for the tick.
+    format: Format,
+}
+
+/// One HTTP attempt: its result, and the cost the server reported for it.
+struct Sent {
+    result: Attempt,
+    cost: Option<f64>,
+}
+
+impl Sent {
+    fn failed(failure: Failure) -> Sent {
+        Sent {
+            result: Err((failure, None)),
+            cost: None,
+        }
+    }
 }
 
 impl OpenAiAdvisor {
     pub fn new(cfg: OpenAiConfig) -> OpenAiAdvisor {
         // Without a CA file the agent cannot fail to build.
         let agent = crate::http::agent(cfg.timeout, None).expect("no CA file to read");
+        let format = if peers::takes_json_schema(&cfg.model) {
+            Format::Schema
+        } else {
+            Format::Object
+        };
         OpenAiAdvisor {
             agent,
             cfg,
             waits: Vec::new(),
             calls: 0,
+            format,
         }
     }
 
-    fn body(&self, req: &AdviceRequest) -> serde_json::Value {
+    fn body(&self, req: &AdviceRequest, turn: &Turn) -> serde_json::Value {
         let user = format!(
             "path: {}\nrole: {}\nrisk: {}\n\ncontent:\n{}",
             req.path, req.role, req.risk, req.content
         );
-        // Reasoning models take `max_completion_tokens` and no temperature.
-        let reasoning = self.cfg.model.starts_with('o')
-            && self.cfg.model[1..].starts_with(|c: char| c.is_ascii_digit());
         let system = if self.cfg.patches {
             format!("{SYSTEM_PROMPT} {PATCH_PROMPT}")
         } else {
@@ -231,41 +401,53 @@ impl OpenAiAdvisor {
         };
         let mut body = serde_json::json!({
             "model": self.cfg.model,
-            "response_format": {"type": "json_object"},
             "messages": [
                 {"role": "system", "content": system},
                 {"role": "user", "content": user},
             ],
         });
-        if reasoning {
-            body["max_completion_tokens"] = self.cfg.max_tokens.into();
+        match self.format {
+            Format::Schema => body["response_format"] = answer_schema(self.cfg.patches),
+            Format::Object => body["response_format"] = serde_json::json!({"type": "json_object"}),
+            Format::Prompt => {}
+        }
+        // Reasoning models reject `max_tokens` and a temperature other than
+        // their default; their reasoning counts inside `max_completion_tokens`.
+        if turn.reasoning {
+            body["max_completion_tokens"] = turn.limit.into();
         } else {
             body["temperature"] = 0.into();
-            body["max_tokens"] = self.cfg.max_tokens.into();
+            body["max_tokens"] = turn.limit.into();
         }
         body
     }
 
-    /// One HTTP attempt.
-    fn attempt(
+    /// Send one request; the response, or the transport's failure.
+    fn post(
         &mut self,
         body: &serde_json::Value,
-    ) -> Result<(Answer, Option<Usage>), (Failure, Option<Usage>)> {
+    ) -> Result<ureq::http::Response<ureq::Body>, Failure> {
         self.calls += 1;
         let url = format!(
             "{}/chat/completions",
             self.cfg.base_url.trim_end_matches('/')
         );
-        let sent = self
-            .agent
+        self.agent
             .post(&url)
             .header("Authorization", format!("Bearer {}", self.cfg.key.0))
             .header("Content-Type", "application/json")
-            .send(body.to_string());
-        let mut response = match sent {
+            .send(body.to_string())
+            .map_err(|e| match e {
+                ureq::Error::Timeout(_) => Failure::Timeout,
+                e => Failure::Network(crate::http::transport_message(&e)),
+            })
+    }
+
+    /// One HTTP attempt, its answer judged with the completion limit it was sent with.
+    fn attempt(&mut self, body: &serde_json::Value, limit: u64) -> Sent {
+        let mut response = match self.post(body) {
             Ok(r) => r,
-            Err(ureq::Error::Timeout(_)) => return Err((Failure::Timeout, None)),
-            Err(e) => return Err((Failure::Network(crate::http::transport_message(&e)), None)),
+            Err(f) => return Sent::failed(f),
         };
         let status = response.status().as_u16();
         let header = |name: &str| {
@@ -277,34 +459,90 @@ impl OpenAiAdvisor {
         };
         let retry_after_ms = header("retry-after-ms");
         let retry_after = header("retry-after");
-        let bytes = read_answer(&mut response).map_err(|f| (f, None))?;
+        // LiteLLM's own figure for this call, in USD.
+        let cost = header("x-litellm-response-cost").and_then(|c| c.trim().parse().ok());
+        let bytes = match read_answer(&mut response) {
+            Ok(b) => b,
+            Err(f) => return Sent::failed(f),
+        };
         if !(200..300).contains(&status) {
-            return Err((
-                Failure::Http {
-                    status,
-                    body: String::from_utf8_lossy(&bytes).into_owned(),
-                    retry_after_ms,
-                    retry_after,
-                },
-                None,
-            ));
+            // An error is not billed, whatever figure a proxy puts on it.
+            return Sent::failed(Failure::Http {
+                status,
+                body: String::from_utf8_lossy(&bytes).into_owned(),
+                retry_after_ms,
+                retry_after,
+            });
         }
-        let (content, usage) =
-            parse_completion(&bytes).map_err(|e| (Failure::BadResponse(e), None))?;
-        match parse_answer(&content) {
-            Ok(answer) => Ok((answer, usage)),
-            // The call was billed even though its answer is useless.
-            Err(e) => Err((Failure::BadResponse(e), usage)),
+        judge(&bytes, limit, cost.and_then(usd))
+    }
+
+    /// One attempt of the protocol, and at most one reshaped request in it:
+    /// the next response format after a refusal of this one, or a larger
+    /// limit for a reasoning model whose answer was cut. Each changes what
+    /// is asked, once, so neither is a retry of the same request.
+    fn reshaping_attempt(&mut self, req: &AdviceRequest, turn: &mut Turn) -> Attempt {
+        loop {
+            let body = self.body(req, turn);
+            let sent = self.attempt(&body, turn.limit);
+            if let Some(c) = sent.cost {
+                turn.cost = Some(turn.cost.unwrap_or(0.0) + c);
+            }
+            let again = match &sent.result {
+                Err((
+                    Failure::Http {
+                        status: 400, body, ..
+                    },
+                    _,
+                )) if !turn.reshaped && refuses_response_format(body) => {
+                    let next = self.format.fallback();
+                    if let Some(next) = next {
+                        self.format = next;
+                        turn.reshaped = true;
+                    }
+                    next.is_some()
+                }
+                Err((Failure::Cut(_), _)) if turn.reasoning && !turn.grown => {
+                    turn.limit = peers::grown_limit(turn.limit);
+                    turn.grown = true;
+                    true
+                }
+                // After the larger limit, the reservation is spent: no retry.
+                Err((Failure::BadResponse(why), u)) if turn.grown => {
+                    return turn.settle(Err((Failure::Cut(why.clone()), *u)));
+                }
+                _ => false,
+            };
+            if !again {
+                return turn.settle(sent.result);
+            }
+            turn.extra += 1;
+            if let Err((_, u)) = sent.result {
+                turn.carried = add_usage(turn.carried, u);
+            }
         }
     }
 
     /// Ask about one file, retrying only what the error protocol allows.
     pub fn ask(&mut self, req: &AdviceRequest, now: DateTime<Utc>) -> Call {
-        let body = self.body(req);
+        let marked = &self.cfg.reasoning_models;
+        let mut turn = Turn {
+            limit: peers::completion_limit(&self.cfg.model, marked, self.cfg.max_tokens),
+            reasoning: peers::is_reasoning(&self.cfg.model, marked),
+            grown: false,
+            reshaped: false,
+            extra: 0,
+            cost: None,
+            carried: None,
+        };
         let mut waits = std::mem::take(&mut self.waits);
         let fake_sleep = self.cfg.fake_sleep;
-        let call = with_protocol(now, &mut waits, fake_sleep, || self.attempt(&body));
+        let mut call = with_protocol(now, &mut waits, fake_sleep, || {
+            self.reshaping_attempt(req, &mut turn)
+        });
         self.waits = waits;
+        call.attempts += turn.extra;
+        call.cost_usd = turn.cost;
         call
     }
 }
@@ -325,6 +563,35 @@ fn read_answer(response: &mut ureq::http::Response<ureq::Body>) -> Result<Vec<u8
         ))),
         Err(e) => Err(Failure::Network(crate::http::transport_message(&e))),
     }
+}
+
+/// A 2xx body judged: the answer, or why it is none (with the usage it was
+/// billed). An answer cut by the completion limit is `Cut`: the same
+/// request would be cut again.
+fn judge(bytes: &[u8], limit: u64, header_cost: Option<f64>) -> Sent {
+    let completion = match parse_completion(bytes) {
+        Ok(c) => c,
+        Err(e) => {
+            return Sent {
+                result: Err((Failure::BadResponse(e), None)),
+                cost: header_cost,
+            };
+        }
+    };
+    let cost = header_cost.or(completion.cost);
+    let usage = completion.usage;
+    let result = match parse_answer(&completion.content) {
+        Ok(answer) => Ok((answer, usage)),
+        Err(_) if completion.finish_reason.as_deref() == Some("length") => Err((
+            Failure::Cut(format!(
+                "the answer was cut at {limit} completion tokens (finish_reason length) before its JSON was complete"
+            )),
+            usage,
+        )),
+        // The call was billed even though its answer is useless.
+        Err(e) => Err((Failure::BadResponse(e), usage)),
+    };
+    Sent { result, cost }
 }
 
 /// What one attempt gave: an answer, or the failure to classify (with the
@@ -356,19 +623,7 @@ pub fn with_protocol(
                 usage = add_usage(usage, u);
                 failures += 1;
                 let class = protocol::classify(&failure);
-                let wait = match &failure {
-                    Failure::Http {
-                        retry_after_ms,
-                        retry_after,
-                        ..
-                    } => protocol::server_wait(
-                        retry_after_ms.as_deref(),
-                        retry_after.as_deref(),
-                        now,
-                    ),
-                    _ => None,
-                };
-                match protocol::next_step(class, failures, wait, now) {
+                match step_after(&failure, class, failures, now) {
                     Step::Retry(d) => {
                         waits.push(d.as_millis() as u64);
                         if !fake_sleep {
@@ -393,6 +648,22 @@ pub fn with_protocol(
     }
 }
 
+/// The protocol's step after the `failures`-th failure, with the wait the
+/// server asked for. A cut answer is never asked again unchanged: it would
+/// only be cut again.
+fn step_after(failure: &Failure, class: Class, failures: u32, now: DateTime<Utc>) -> Step {
+    let wait = match failure {
+        Failure::Cut(_) => return Step::Stop { hold_until: None },
+        Failure::Http {
+            retry_after_ms,
+            retry_after,
+            ..
+        } => protocol::server_wait(retry_after_ms.as_deref(), retry_after.as_deref(), now),
+        _ => None,
+    };
+    protocol::next_step(class, failures, wait, now)
+}
+
 fn add_usage(a: Option<Usage>, b: Option<Usage>) -> Option<Usage> {
     match (a, b) {
         (Some(a), Some(b)) => Some(Usage {
@@ -409,43 +680,50 @@ fn add_usage(a: Option<Usage>, b: Option<Usage>) -> Option<Usage> {
 fn failure_reason(f: &Failure) -> String {
     match f {
         Failure::Timeout => "the request timed out".into(),
-        Failure::Network(m) | Failure::BadResponse(m) => m.clone(),
+        Failure::Network(m) | Failure::BadResponse(m) | Failure::Cut(m) => m.clone(),
         Failure::Agent { exit, body } => agent_reason(*exit, body),
-        Failure::Http { status, body, .. } => {
-            #[derive(Deserialize)]
-            struct Envelope {
-                error: Inner,
-            }
-            #[derive(Deserialize)]
-            struct Inner {
-                #[serde(default)]
-                code: Option<String>,
-                #[serde(default, rename = "type")]
-                kind: Option<String>,
-            }
-            // Only something shaped like an error code is quoted: a provider
-            // or a proxy may put anything there, the key included.
-            let code_like = |c: &String| {
-                !c.is_empty()
-                    && c.len() <= 64
-                    && c.bytes()
-                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-            };
-            match serde_json::from_str::<Envelope>(body) {
-                Ok(e) => format!(
-                    "HTTP {status} {}",
-                    e.error
-                        .code
-                        .filter(code_like)
-                        .or(e.error.kind.filter(code_like))
-                        .unwrap_or_default()
-                )
-                .trim_end()
-                .to_string(),
-                Err(_) => format!("HTTP {status}"),
-            }
-        }
+        Failure::Http { status, body, .. } => http_reason(*status, body),
     }
+}
+
+/// `HTTP <status> <code or type>`, and an integer code (vLLM, llama.cpp,
+/// LiteLLM's `"429"`) as `(code N)`: the error's words, never its message.
+fn http_reason(status: u16, body: &str) -> String {
+    let head = format!("HTTP {status}");
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(body) else {
+        return head;
+    };
+    // Older vLLM puts the error at the top level of an `"object": "error"`.
+    let error = match value.get("error") {
+        Some(e) if e.is_object() => e,
+        None if value.get("object").and_then(|o| o.as_str()) == Some("error") => &value,
+        _ => return head,
+    };
+    // Only something shaped like an error code is quoted: a provider or a
+    // proxy may put anything there, the key included. LiteLLM's "None" says nothing.
+    let code_like = |c: &&str| {
+        !c.is_empty()
+            && c.len() <= 64
+            && *c != "None"
+            && c.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    };
+    let text = |name: &str| error.get(name).and_then(|v| v.as_str()).filter(code_like);
+    let number = match error.get("code") {
+        Some(serde_json::Value::Number(n)) => n.as_u64(),
+        Some(serde_json::Value::String(c)) => c.parse::<u64>().ok(),
+        _ => None,
+    };
+    let name = text("code")
+        .filter(|_| number.is_none())
+        .or_else(|| text("type"));
+    let mut reason = head;
+    if let Some(name) = name {
+        reason.push_str(&format!(" {name}"));
+    }
+    if let Some(n) = number {
+        reason.push_str(&format!(" (code {n})"));
+    }
+    reason
 }
 
 /// An agent's failure in words: its exit code and the error body's code
@@ -509,6 +787,126 @@ mod tests {
             retry_after: None,
         });
         assert_eq!(r, "HTTP 401 invalid_api_key");
+    }
+
+    /// The bodies of `fixtures/peers/`.
+    fn peer(name: &str) -> String {
+        let path = format!("{}/fixtures/peers/{name}", env!("CARGO_MANIFEST_DIR"));
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    fn http(status: u16, body: &str) -> String {
+        failure_reason(&Failure::Http {
+            status,
+            body: body.into(),
+            retry_after_ms: None,
+            retry_after: None,
+        })
+    }
+
+    #[test]
+    fn a_think_block_before_the_json_is_not_a_bad_response() {
+        let completion =
+            parse_completion(peer("llamacpp-think-completion.json").as_bytes()).unwrap();
+        assert!(completion.content.starts_with("<think>"));
+        let answer = parse_answer(&completion.content).unwrap();
+        assert_eq!(answer.action, Action::Skip);
+        // Only a leading, complete block is not the answer.
+        assert!(parse_answer("<think>unfinished {\"action\":\"SKIP\"}").is_err());
+        assert!(
+            parse_answer(r#"{"action":"SKIP","reason":"x","findings":[]} <think>x</think>"#)
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn integer_codes_and_peer_types_are_kept_in_the_reason() {
+        assert_eq!(
+            http(400, &peer("vllm-context-length.json")),
+            "HTTP 400 BadRequestError (code 400)"
+        );
+        assert_eq!(
+            http(400, &peer("vllm-context-length-old.json")),
+            "HTTP 400 BadRequestError (code 400)"
+        );
+        assert_eq!(
+            http(501, &peer("llamacpp-not-supported.json")),
+            "HTTP 501 not_supported_error (code 501)"
+        );
+        assert_eq!(
+            http(429, &peer("litellm-quota.json")),
+            "HTTP 429 throttling_error (code 429)"
+        );
+        assert_eq!(
+            http(429, &peer("litellm-cooldown.json")),
+            "HTTP 429 (code 429)"
+        );
+        assert_eq!(
+            http(400, &peer("azure-content-filter.json")),
+            "HTTP 400 content_filter"
+        );
+    }
+
+    #[test]
+    fn a_refusal_naming_the_response_format_is_told_from_other_400s() {
+        let schema = r#"{"error":{"message":"Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model.","type":"invalid_request_error","param":"response_format","code":null}}"#;
+        assert!(refuses_response_format(schema));
+        let words = r#"{"error":{"message":"json_schema is not supported","type":"BadRequestError","param":null,"code":400}}"#;
+        assert!(refuses_response_format(words));
+        assert!(!refuses_response_format(&peer(
+            "openai-unsupported-max-tokens.json"
+        )));
+        assert!(!refuses_response_format(&peer("vllm-context-length.json")));
+        assert!(!refuses_response_format("<html>"));
+    }
+
+    #[test]
+    fn an_answer_cut_by_the_limit_is_cut_and_any_other_unparsable_one_is_bad() {
+        let cut = judge(peer("openai-reasoning-cut.json").as_bytes(), 4096, None);
+        match cut.result {
+            Err((Failure::Cut(why), Some(usage))) => {
+                assert!(why.contains("4096 completion tokens"), "{why}");
+                assert_eq!(usage.completion_tokens, 4096);
+            }
+            other => panic!("{other:?}"),
+        }
+        let prose =
+            r#"{"choices":[{"message":{"content":"I think SKIP."},"finish_reason":"stop"}]}"#;
+        assert!(matches!(
+            judge(prose.as_bytes(), 1024, None).result,
+            Err((Failure::BadResponse(_), None))
+        ));
+    }
+
+    #[test]
+    fn the_servers_figure_is_the_calls_cost_header_first() {
+        let body = r#"{"choices":[{"message":{"content":"{\"action\":\"SKIP\",\"reason\":\"r\",\"findings\":[]}"},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":2,"cost":0.0007}}"#;
+        assert_eq!(judge(body.as_bytes(), 1024, None).cost, Some(0.0007));
+        assert_eq!(
+            judge(body.as_bytes(), 1024, Some(0.0009)).cost,
+            Some(0.0009)
+        );
+        let negative = body.replace("0.0007", "-1");
+        assert_eq!(judge(negative.as_bytes(), 1024, None).cost, None);
+    }
+
+    #[test]
+    fn the_strict_schema_requires_every_property_it_has() {
+        for patches in [false, true] {
+            let f = answer_schema(patches);
+            let schema = &f["json_schema"]["schema"];
+            assert_eq!(f["json_schema"]["strict"], true);
+            let required: Vec<&str> = schema["required"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r.as_str().unwrap())
+                .collect();
+            let properties: Vec<&String> =
+                schema["properties"].as_object().unwrap().keys().collect();
+            assert_eq!(required.len(), properties.len(), "{patches}");
+            assert_eq!(required.contains(&"content"), patches);
+        }
     }
 
     #[test]

@@ -3,6 +3,7 @@
 pub mod admin;
 pub mod agent;
 pub mod client;
+pub mod peers;
 pub mod prices;
 pub mod protocol;
 pub mod worktree;

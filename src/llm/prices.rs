@@ -11,7 +11,7 @@ pub struct Price {
 }
 
 /// When the built-in table was taken; prices drift, so reports say how old they are.
-pub const PRICES_AS_OF: &str = "2025-06 (OpenAI's published prices per million tokens)";
+pub const PRICES_AS_OF: &str = "2025-08 (OpenAI's published prices per million tokens)";
 
 const fn p(input: f64, cached_input: f64, output: f64) -> Price {
     Price {
@@ -21,21 +21,35 @@ const fn p(input: f64, cached_input: f64, output: f64) -> Price {
     }
 }
 
-const TABLE: [(&str, Price); 10] = [
-    ("gpt-4o-mini", p(0.15, 0.075, 0.60)),
-    ("gpt-4o", p(2.50, 1.25, 10.00)),
+// Standard-tier prices from https://platform.openai.com/docs/pricing (the
+// pricing page, with its "legacy models" list for the older snapshots), as
+// of PRICES_AS_OF. A model without cached-input pricing is charged its input
+// price for cached tokens too. A dated snapshot priced unlike its family has
+// its own row: the longest name wins, so it is never priced as the family.
+const TABLE: [(&str, Price); 17] = [
+    ("gpt-5", p(1.25, 0.125, 10.00)),
+    ("gpt-5-mini", p(0.25, 0.025, 2.00)),
+    ("gpt-5-nano", p(0.05, 0.005, 0.40)),
     ("gpt-4.1", p(2.00, 0.50, 8.00)),
     ("gpt-4.1-mini", p(0.40, 0.10, 1.60)),
     ("gpt-4.1-nano", p(0.10, 0.025, 0.40)),
+    ("gpt-4o-mini", p(0.15, 0.075, 0.60)),
+    ("gpt-4o", p(2.50, 1.25, 10.00)),
+    // The first gpt-4o snapshot kept its launch price and has no cache discount.
+    ("gpt-4o-2024-05-13", p(5.00, 5.00, 15.00)),
     ("o4-mini", p(1.10, 0.275, 4.40)),
     ("o3", p(2.00, 0.50, 8.00)),
     ("o3-mini", p(1.10, 0.55, 4.40)),
     ("gpt-4-turbo", p(10.00, 10.00, 30.00)),
     ("gpt-3.5-turbo", p(0.50, 0.50, 1.50)),
+    // Older gpt-3.5-turbo snapshots cost more than the family's current one (0125).
+    ("gpt-3.5-turbo-1106", p(1.00, 1.00, 2.00)),
+    ("gpt-3.5-turbo-0613", p(1.50, 1.50, 2.00)),
+    ("gpt-3.5-turbo-0301", p(1.50, 1.50, 2.00)),
 ];
 
 /// `-2024-07-18` or `-0125`: the suffixes OpenAI gives pinned snapshots of a family.
-fn is_snapshot_suffix(rest: &str) -> bool {
+pub(crate) fn is_snapshot_suffix(rest: &str) -> bool {
     let Some(rest) = rest.strip_prefix('-') else {
         return false;
     };
@@ -59,6 +73,31 @@ pub fn builtin(model: &str) -> Option<Price> {
         let rest = model.strip_prefix(name)?;
         (rest.is_empty() || is_snapshot_suffix(rest)).then_some(*price)
     })
+}
+
+/// Where the cost counted for a call came from, best first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CostSource {
+    /// What whoever answered reported for the call: a proxy's
+    /// `x-litellm-response-cost`, a server's `usage.cost`, an agent's cost.
+    Reported,
+    /// The response's usage at the price table's (or `--price`'s) prices.
+    PriceTable,
+    /// The per-call estimate of a model without a price (0 on this machine).
+    PerCall,
+    /// An answer without usage: what was reserved for it.
+    Reservation,
+}
+
+impl CostSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CostSource::Reported => "reported",
+            CostSource::PriceTable => "price_table",
+            CostSource::PerCall => "per_call",
+            CostSource::Reservation => "reservation",
+        }
+    }
 }
 
 /// Tokens of one call, as the provider billed them.
@@ -226,7 +265,7 @@ mod tests {
         for (model, price) in cases {
             assert_eq!(builtin(model), Some(price), "{model}");
         }
-        assert!(PRICES_AS_OF.starts_with("2025-06"));
+        assert!(PRICES_AS_OF.starts_with("2025-08"));
     }
 
     #[test]
@@ -237,6 +276,27 @@ mod tests {
         assert_eq!(builtin("o3-mini-2025-01-31"), builtin("o3-mini"));
         assert_eq!(builtin("gpt-4-turbo-2024-04-09"), builtin("gpt-4-turbo"));
         assert_eq!(builtin("gpt-3.5-turbo-0125"), builtin("gpt-3.5-turbo"));
+    }
+
+    #[test]
+    fn a_dated_snapshot_keeps_its_own_price() {
+        assert_eq!(builtin("gpt-4o-2024-05-13"), Some(p(5.00, 5.00, 15.00)));
+        assert_ne!(builtin("gpt-4o-2024-05-13"), builtin("gpt-4o"));
+        assert_eq!(builtin("gpt-3.5-turbo-1106"), Some(p(1.00, 1.00, 2.00)));
+        assert_eq!(builtin("gpt-3.5-turbo-0613"), Some(p(1.50, 1.50, 2.00)));
+        assert_eq!(builtin("gpt-3.5-turbo-0125"), builtin("gpt-3.5-turbo"));
+    }
+
+    #[test]
+    fn the_gpt5_family_and_its_snapshots_have_their_prices() {
+        assert_eq!(builtin("gpt-5"), Some(p(1.25, 0.125, 10.00)));
+        assert_eq!(builtin("gpt-5-mini"), Some(p(0.25, 0.025, 2.00)));
+        assert_eq!(builtin("gpt-5-nano"), Some(p(0.05, 0.005, 0.40)));
+        assert_eq!(builtin("gpt-5-mini-2025-08-07"), builtin("gpt-5-mini"));
+        assert_eq!(builtin("gpt-4.1-2025-04-14"), builtin("gpt-4.1"));
+        // A point release or a chat alias is priced on its own page, not as gpt-5.
+        assert_eq!(builtin("gpt-5.1"), None);
+        assert_eq!(builtin("gpt-5-chat-latest"), None);
     }
 
     #[test]

@@ -14,21 +14,29 @@ pub enum Class {
     Server,
     RateLimit,
     Quota,
+    /// A spending limit set in front of the provider (a proxy's key, team or
+    /// provider budget): like a quota, it does not pass by the minute.
+    Budget,
     Auth,
     Request,
+    /// A request only this file makes impossible (too long for the context,
+    /// filtered, too large): the provider is fine for every other file.
+    FileRequest,
     BadResponse,
     Unknown,
 }
 
 impl Class {
-    pub const ALL: [Class; 9] = [
+    pub const ALL: [Class; 11] = [
         Class::Timeout,
         Class::Network,
         Class::Server,
         Class::RateLimit,
         Class::Quota,
+        Class::Budget,
         Class::Auth,
         Class::Request,
+        Class::FileRequest,
         Class::BadResponse,
         Class::Unknown,
     ];
@@ -40,11 +48,19 @@ impl Class {
             Class::Server => "server",
             Class::RateLimit => "rate_limit",
             Class::Quota => "quota",
+            Class::Budget => "budget",
             Class::Auth => "auth",
             Class::Request => "request",
+            Class::FileRequest => "file_request",
             Class::BadResponse => "bad_response",
             Class::Unknown => "unknown",
         }
+    }
+
+    /// Whether asking again about the same, unchanged file can never help:
+    /// such a file may be given up at once, without holding the provider.
+    pub fn is_permanent_for_the_file(self) -> bool {
+        self == Class::FileRequest
     }
 }
 
@@ -73,8 +89,11 @@ pub fn rule(class: Class) -> Rule {
         Class::Server => (2, &[2000, 4000], Hold::For(Duration::minutes(10))),
         Class::RateLimit => (2, &[5000, 15000], Hold::For(Duration::minutes(2))),
         Class::Quota => (0, &[], Hold::UntilNextUtcDay),
+        // Budget windows are the proxy's; the UTC day is the one sentinel counts in.
+        Class::Budget => (0, &[], Hold::UntilNextUtcDay),
         Class::Auth => (0, &[], Hold::For(Duration::minutes(60))),
         Class::Request => (0, &[], Hold::For(Duration::minutes(60))),
+        Class::FileRequest => (0, &[], Hold::None),
         Class::BadResponse => (1, &[1000], Hold::None),
         Class::Unknown => (0, &[], Hold::For(Duration::minutes(5))),
     };
@@ -102,6 +121,12 @@ pub fn advice(class: Class) -> &'static str {
         }
         Class::Quota => {
             "billing quota exhausted: no further calls today; top up or raise the limit, then wait for 00:00 UTC or clear the circuit with `sentinel reset --circuit`"
+        }
+        Class::Budget => {
+            "a budget set in front of the provider (a proxy's key, team or provider budget) refused the call: no further calls today; raise that budget, or wait for 00:00 UTC"
+        }
+        Class::FileRequest => {
+            "the provider can never accept this file as it is (too long for the model's context, filtered, or too large): only this file failed and the others are still asked; shrink it, lower `--max-file-bytes`, or use a model with a larger context"
         }
         Class::Auth => {
             "the API key was refused (401/403): fix OPENAI_API_KEY or its permissions, then clear the circuit with `sentinel reset --circuit`"
@@ -134,6 +159,9 @@ pub enum Failure {
     },
     /// 2xx whose body is not the expected JSON answer
     BadResponse(String),
+    /// 2xx cut by `finish_reason: length` before its answer was complete:
+    /// a `bad_response` that asking the same again would only repeat.
+    Cut(String),
     /// An agent command that failed: its exit code (`None`: it could not
     /// be started) and what it printed on stdout.
     Agent {
@@ -151,10 +179,45 @@ const QUOTA_CODES: [&str; 5] = [
     "project_spend_limit_exceeded",
 ];
 
+/// Out of money, said in words only: a proxy (LiteLLM answers an upstream
+/// `insufficient_quota` with `throttling_error`) keeps the message and drops the code.
+const QUOTA_PHRASES: [&str; 4] = [
+    "exceeded your current quota",
+    "insufficient_quota",
+    "credit balance is too low",
+    "spend_limit_exceeded",
+];
+
+/// A proxy's own spending limits: LiteLLM's key/team `max_budget` ("Budget has
+/// been exceeded!") and its `provider_budget_config` ("crossed budget").
+const BUDGET_PHRASES: [&str; 4] = [
+    "budget has been exceeded",
+    "crossed budget",
+    "exceeded budget",
+    "exceededbudget",
+];
+
+/// Types and codes of a request that this file alone makes impossible:
+/// OpenAI's and Azure's codes, llama.cpp's type.
+const FILE_WORDS: [&str; 3] = [
+    "context_length_exceeded",
+    "content_filter",
+    "exceed_context_size_error",
+];
+
+/// The same, said in words only (vLLM's `BadRequestError`, llama.cpp).
+const FILE_PHRASES: [&str; 4] = [
+    "maximum context length",
+    "exceeds the available context size",
+    "context length exceeded",
+    "content management policy",
+];
+
 /// The `error` object's fields; all absent when the body is HTML, empty or not an error.
 #[derive(Default)]
 struct ErrorBody {
     kind: Option<String>,
+    /// A string code as it is; an integer code (vLLM, llama.cpp) as its digits.
     code: Option<String>,
     message: Option<String>,
 }
@@ -163,12 +226,16 @@ fn error_body(body: &str) -> ErrorBody {
     let Ok(value) = serde_json::from_str::<serde_json::Value>(body) else {
         return ErrorBody::default();
     };
-    let field = |name: &str| {
-        value
-            .get("error")
-            .and_then(|e| e.get(name))
-            .and_then(|v| v.as_str())
-            .map(str::to_owned)
+    // Older vLLM puts the fields at the top level of an `"object": "error"`.
+    let error = match value.get("error") {
+        Some(e) => e,
+        None if value.get("object").and_then(|o| o.as_str()) == Some("error") => &value,
+        None => return ErrorBody::default(),
+    };
+    let field = |name: &str| match error.get(name) {
+        Some(serde_json::Value::String(s)) => Some(s.clone()),
+        Some(serde_json::Value::Number(n)) if n.is_u64() => Some(n.to_string()),
+        _ => None,
     };
     ErrorBody {
         kind: field("type"),
@@ -180,37 +247,55 @@ fn error_body(body: &str) -> ErrorBody {
 /// Class of a failed attempt. The body decides before the status does: both
 /// "too many requests per minute" and "you are out of money" are 429.
 pub fn classify(f: &Failure) -> Class {
-    let (status, body) = match f {
-        Failure::Timeout => return Class::Timeout,
-        Failure::Network(_) => return Class::Network,
-        Failure::BadResponse(_) => return Class::BadResponse,
-        Failure::Agent { exit, body } => return agent_class(*exit, body),
-        Failure::Http { status, body, .. } => (*status, body),
+    match f {
+        Failure::Timeout => Class::Timeout,
+        Failure::Network(_) => Class::Network,
+        Failure::BadResponse(_) | Failure::Cut(_) => Class::BadResponse,
+        Failure::Agent { exit, body } => agent_class(*exit, body),
+        Failure::Http { status, body, .. } => http_class(*status, &error_body(body)),
+    }
+}
+
+/// An HTTP error's class: its `error.type` and `error.code` first, then the
+/// words of its message (what a proxy keeps when it reshapes an error), then
+/// the status.
+fn http_class(status: u16, err: &ErrorBody) -> Class {
+    let (kind, code) = (err.kind.as_deref(), err.code.as_deref());
+    let said = |words: &[&str]| {
+        kind.is_some_and(|k| words.contains(&k)) || code.is_some_and(|c| words.contains(&c))
     };
-    let err = error_body(body);
-    let code = err.code.as_deref();
-    if code == Some("context_length_exceeded") {
+    let message = err.message.as_deref().unwrap_or("").to_ascii_lowercase();
+    // Words count only on a refusal (4xx): a 5xx may quote anything.
+    let mentions = |phrases: &[&str]| {
+        (400..500).contains(&status) && phrases.iter().any(|p| message.contains(p))
+    };
+    if said(&["budget_exceeded"]) || mentions(&BUDGET_PHRASES) {
+        return Class::Budget;
+    }
+    if status == 429
+        && (kind == Some("insufficient_quota") || said(&QUOTA_CODES) || mentions(&QUOTA_PHRASES))
+    {
+        return Class::Quota;
+    }
+    // A 429 "Request too large" carries code rate_limit_exceeded, yet this
+    // request can never fit the per-minute limit.
+    let too_large =
+        status == 413 || (status == 429 && message.trim_start().starts_with("request too large"));
+    if said(&FILE_WORDS) || too_large || mentions(&FILE_PHRASES) {
+        return Class::FileRequest;
+    }
+    // llama.cpp: the server lacks a feature; asking again cannot add it.
+    if said(&["not_supported_error"]) {
         return Class::Request;
     }
-    if status == 429 {
-        let quota = err.kind.as_deref() == Some("insufficient_quota")
-            || code.is_some_and(|c| QUOTA_CODES.contains(&c));
-        if quota {
-            return Class::Quota;
-        }
-        // Carries code rate_limit_exceeded, yet the same request can never fit.
-        if err
-            .message
-            .as_deref()
-            .is_some_and(|m| m.trim_start().starts_with("Request too large"))
-        {
-            return Class::Request;
-        }
-        return Class::RateLimit;
+    // llama.cpp while it loads the model, whatever status a proxy gives it.
+    if said(&["unavailable_error"]) || mentions(&["loading model"]) {
+        return Class::Server;
     }
     match status {
+        429 => Class::RateLimit,
         401 | 403 => Class::Auth,
-        400 | 404 | 413 | 422 => Class::Request,
+        400 | 404 | 422 => Class::Request,
         500..=599 => Class::Server,
         _ => Class::Unknown,
     }
@@ -492,8 +577,10 @@ mod tests {
             (Class::Server, 2, &[2000, 4000][..], Hold::For(m(10))),
             (Class::RateLimit, 2, &[5000, 15000][..], Hold::For(m(2))),
             (Class::Quota, 0, &[][..], Hold::UntilNextUtcDay),
+            (Class::Budget, 0, &[][..], Hold::UntilNextUtcDay),
             (Class::Auth, 0, &[][..], Hold::For(m(60))),
             (Class::Request, 0, &[][..], Hold::For(m(60))),
+            (Class::FileRequest, 0, &[][..], Hold::None),
             (Class::BadResponse, 1, &[1000][..], Hold::None),
             (Class::Unknown, 0, &[][..], Hold::For(m(5))),
         ];
@@ -581,8 +668,8 @@ mod tests {
     }
 
     #[test]
-    fn documented_context_length_exceeded_is_request() {
-        assert_eq!(classify(&http(400, TOO_LONG)), Class::Request);
+    fn documented_context_length_exceeded_is_a_request_only_this_file_makes() {
+        assert_eq!(classify(&http(400, TOO_LONG)), Class::FileRequest);
     }
 
     #[test]
@@ -596,8 +683,8 @@ mod tests {
     }
 
     #[test]
-    fn a_429_request_too_large_is_request_because_retrying_cannot_help() {
-        assert_eq!(classify(&http(429, REQUEST_TOO_LARGE)), Class::Request);
+    fn a_429_request_too_large_is_a_file_request_because_retrying_cannot_help() {
+        assert_eq!(classify(&http(429, REQUEST_TOO_LARGE)), Class::FileRequest);
     }
 
     #[test]
@@ -618,14 +705,125 @@ mod tests {
     }
 
     #[test]
-    fn context_length_exceeded_is_request_whatever_the_status() {
+    fn context_length_exceeded_is_a_file_request_whatever_the_status() {
         for status in [400, 429, 500] {
             assert_eq!(
                 classify(&http(status, TOO_LONG)),
-                Class::Request,
+                Class::FileRequest,
                 "{status}"
             );
         }
+    }
+
+    /// The bodies of `fixtures/peers/`, as the peers of reference/peer-shapes.md send them.
+    fn peer(name: &str) -> String {
+        let path = format!("{}/fixtures/peers/{name}", env!("CARGO_MANIFEST_DIR"));
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    #[test]
+    fn a_quota_error_through_litellm_is_quota_not_a_rate_limit() {
+        // LiteLLM keeps the quota only in the message: type throttling_error, code "429".
+        assert_eq!(
+            classify(&http(429, &peer("litellm-quota.json"))),
+            Class::Quota
+        );
+        assert_eq!(
+            classify(&http(429, &peer("litellm-rate-limit.json"))),
+            Class::RateLimit
+        );
+        assert_eq!(
+            classify(&http(429, &peer("litellm-cooldown.json"))),
+            Class::RateLimit
+        );
+    }
+
+    #[test]
+    fn a_proxy_budget_is_budget_held_until_midnight_not_a_rate_limit() {
+        for (status, body) in [
+            (422, "litellm-key-budget.json"),
+            (429, "litellm-key-budget-429.json"),
+            (429, "litellm-provider-budget.json"),
+        ] {
+            assert_eq!(
+                classify(&http(status, &peer(body))),
+                Class::Budget,
+                "{body}"
+            );
+        }
+        assert_eq!(
+            next_step(Class::Budget, 1, None, now()),
+            Step::Stop {
+                hold_until: Some(at("2026-06-17T00:00:00Z"))
+            }
+        );
+    }
+
+    #[test]
+    fn litellm_reshaped_auth_and_server_errors_keep_their_class() {
+        assert_eq!(
+            classify(&http(401, &peer("litellm-auth.json"))),
+            Class::Auth
+        );
+        assert_eq!(
+            classify(&http(500, &peer("litellm-server.json"))),
+            Class::Server
+        );
+        // A parameter the model refuses is the configuration's fault: the provider is held.
+        assert_eq!(
+            classify(&http(400, &peer("litellm-unsupported-params.json"))),
+            Class::Request
+        );
+        assert_eq!(
+            classify(&http(400, &peer("openai-unsupported-max-tokens.json"))),
+            Class::Request
+        );
+    }
+
+    #[test]
+    fn llama_cpp_not_supported_is_permanent() {
+        let body = peer("llamacpp-not-supported.json");
+        assert_eq!(classify(&http(501, &body)), Class::Request);
+        assert_eq!(run(Class::Request, None).0, 1, "no retry");
+        assert_eq!(
+            classify(&http(503, &peer("llamacpp-loading.json"))),
+            Class::Server
+        );
+        // Loading, whatever status a proxy in between gives it.
+        assert_eq!(
+            classify(&http(400, &peer("llamacpp-loading.json"))),
+            Class::Server
+        );
+    }
+
+    #[test]
+    fn a_context_too_long_for_a_local_model_is_a_file_request() {
+        for (status, body) in [
+            (400, "llamacpp-context-size.json"),
+            (400, "vllm-context-length.json"),
+            (400, "vllm-context-length-old.json"),
+            (400, "azure-content-filter.json"),
+        ] {
+            let class = classify(&http(status, &peer(body)));
+            assert_eq!(class, Class::FileRequest, "{body}");
+            assert!(class.is_permanent_for_the_file());
+        }
+        assert_eq!(classify(&http(413, "")), Class::FileRequest);
+        assert!(!Class::Request.is_permanent_for_the_file());
+    }
+
+    #[test]
+    fn an_unknown_model_on_ollama_holds_the_provider() {
+        assert_eq!(
+            classify(&http(404, &peer("ollama-not-found.json"))),
+            Class::Request
+        );
+    }
+
+    #[test]
+    fn quota_and_budget_words_in_a_5xx_message_change_nothing() {
+        let quoted = r#"{"error":{"message":"upstream said: You exceeded your current quota; Budget has been exceeded","type":"server_error","code":null}}"#;
+        assert_eq!(classify(&http(500, quoted)), Class::Server);
     }
 
     #[test]
@@ -647,7 +845,7 @@ mod tests {
             (403, Class::Auth),
             (400, Class::Request),
             (404, Class::Request),
-            (413, Class::Request),
+            (413, Class::FileRequest),
             (422, Class::Request),
             (500, Class::Server),
             (502, Class::Server),
@@ -688,7 +886,14 @@ mod tests {
 
     #[test]
     fn classes_without_retries_make_exactly_one_attempt() {
-        for class in [Class::Quota, Class::Auth, Class::Request, Class::Unknown] {
+        for class in [
+            Class::Quota,
+            Class::Budget,
+            Class::Auth,
+            Class::Request,
+            Class::FileRequest,
+            Class::Unknown,
+        ] {
             let (attempts, waits, _) = run(class, None);
             assert_eq!(attempts, 1, "{class:?}");
             assert!(waits.is_empty(), "{class:?}");
@@ -719,8 +924,10 @@ mod tests {
             (Class::Server, Some(n + Duration::minutes(10))),
             (Class::RateLimit, Some(n + Duration::minutes(2))),
             (Class::Quota, Some(at("2026-06-17T00:00:00Z"))),
+            (Class::Budget, Some(at("2026-06-17T00:00:00Z"))),
             (Class::Auth, Some(n + Duration::minutes(60))),
             (Class::Request, Some(n + Duration::minutes(60))),
+            (Class::FileRequest, None),
             (Class::BadResponse, None),
             (Class::Unknown, Some(n + Duration::minutes(5))),
         ];

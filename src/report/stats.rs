@@ -57,6 +57,9 @@ pub struct LlmStats {
     pub cost_today_measured: f64,
     /// Cost of today's calls to models without a price: the per-call estimate (USD).
     pub cost_today_estimated: f64,
+    /// Today's settled calls by where their cost came from: `reported` by
+    /// the server or agent, `price_table`, `per_call`, `reservation`.
+    pub cost_sources_today: BTreeMap<String, u64>,
     pub daily_budget: f64,
     pub budget_left: f64,
     pub circuit: Option<CircuitStats>,
@@ -215,6 +218,11 @@ fn llm_stats(state: &State, now: DateTime<Utc>, daily_budget: f64) -> LlmStats {
         calls_today: b.calls_today,
         cost_today_measured: b.measured_today,
         cost_today_estimated: b.estimated_today,
+        cost_sources_today: b
+            .day
+            .and_then(|day| state.llm.days.get(&day))
+            .map(|d| d.sources.clone())
+            .unwrap_or_default(),
         daily_budget,
         budget_left: (daily_budget - spent).max(0.0),
         circuit: state.llm.circuit.as_ref().map(|c| CircuitStats {
@@ -336,6 +344,17 @@ fn outcome_rows(outcomes: &BTreeMap<String, u64>) -> Vec<(String, String)> {
     }
 }
 
+/// `price_table 2, reported 1`: where today's figures came from; `-` before any call.
+fn sources(by: &BTreeMap<String, u64>) -> String {
+    if by.is_empty() {
+        return "-".into();
+    }
+    by.iter()
+        .map(|(s, n)| format!("{s} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The advisor's rows: today's spend against the budget, the circuit, the
 /// failures by class and the lifetime figures.
 fn advisor_rows(l: &LlmStats) -> Vec<(String, String)> {
@@ -344,6 +363,10 @@ fn advisor_rows(l: &LlmStats) -> Vec<(String, String)> {
         ("calls_today".to_string(), l.calls_today.to_string()),
         ("cost_today (measured)".into(), usd(l.cost_today_measured)),
         ("cost_today (estimated)".into(), usd(l.cost_today_estimated)),
+        (
+            "cost_today (sources)".into(),
+            sources(&l.cost_sources_today),
+        ),
         (
             "budget_left".into(),
             format!("{} of {}", usd(l.budget_left), usd(l.daily_budget)),

@@ -9,7 +9,7 @@ use super::judge::{Judgement, Subject};
 use crate::gate::budget;
 use crate::llm::client::Action;
 use crate::llm::client::{AdviceRequest, Answer, Call, Outcome as CallOutcome};
-use crate::llm::prices;
+use crate::llm::prices::{self, CostSource};
 use crate::llm::protocol::{self, Circuit, Class};
 use crate::publish::WriteLog;
 use crate::state::{Outcome, Proposal, State};
@@ -86,7 +86,11 @@ impl Work<'_> {
                 class,
                 reason,
                 hold_until,
-            } => failed(state, class, reason, hold_until, attempts, self.cfg.now),
+            } => {
+                // About this file's content alone: asking again cannot help.
+                self.permanent.set(class.is_permanent_for_the_file());
+                failed(state, class, reason, hold_until, attempts, self.cfg.now)
+            }
         })
     }
 
@@ -306,7 +310,9 @@ impl Work<'_> {
     }
 }
 
-/// Settle the budget with what the call really cost, and count it per day.
+/// Settle the budget with what the call really cost, and count it per day:
+/// the cost reported for the call first, then the price table, then the
+/// per-call estimate.
 fn settle(
     state: &mut State,
     settings: &AdvisorSettings,
@@ -316,37 +322,42 @@ fn settle(
     now: chrono::DateTime<chrono::Utc>,
 ) {
     let answered = matches!(call.outcome, CallOutcome::Answered(_));
-    if let Some(cost) = call.cost_usd {
+    // A proxy reports 0 for a call it could not price: the table knows better.
+    let reported = call
+        .cost_usd
+        .filter(|c| *c > 0.0 || settings.price.is_none() || call.usage.is_none());
+    let source = if let Some(cost) = reported {
         // Measured by whoever answered: better than any price table.
         budget::settle(&mut state.llm.budget, cost, false, now);
-        crate::gate::costs::record(
-            &mut state.llm.days,
-            &state.llm.budget,
-            model,
-            u64::from(call.attempts),
-        );
-        return;
-    }
-    match (&call.usage, &settings.price) {
-        (Some(usage), Some(price)) => {
-            budget::settle(
-                &mut state.llm.budget,
-                prices::cost(price, usage),
-                false,
-                now,
-            );
+        Some(CostSource::Reported)
+    } else {
+        match (&call.usage, &settings.price) {
+            (Some(usage), Some(price)) => {
+                let cost = prices::cost(price, usage);
+                budget::settle(&mut state.llm.budget, cost, false, now);
+                Some(CostSource::PriceTable)
+            }
+            // Billed, but the real cost is unknown: count the estimate and say so.
+            (Some(_), None) => {
+                budget::settle(&mut state.llm.budget, settings.per_call, true, now);
+                Some(CostSource::PerCall)
+            }
+            (None, _) if answered => {
+                budget::settle(&mut state.llm.budget, reserve, true, now);
+                Some(CostSource::Reservation)
+            }
+            (None, _) => None,
         }
-        // Billed, but the real cost is unknown: count the estimate and say so.
-        (Some(_), None) => budget::settle(&mut state.llm.budget, settings.per_call, true, now),
-        (None, _) if answered => budget::settle(&mut state.llm.budget, reserve, true, now),
-        (None, _) => {}
-    }
+    };
     crate::gate::costs::record(
         &mut state.llm.days,
         &state.llm.budget,
         model,
         u64::from(call.attempts),
     );
+    if let Some(source) = source {
+        crate::gate::costs::record_source(&mut state.llm.days, &state.llm.budget, source);
+    }
 }
 
 /// A call that produced no decision: counted per class, and the circuit

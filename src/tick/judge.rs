@@ -318,7 +318,18 @@ impl Work<'_> {
             .get_mut(&s.path)
             .expect("candidate is in the tree");
         record.retry = retry::after(record.retry.as_ref(), &s.fingerprint, outcome, circuit, now);
+        let permanent = self.permanent.take();
+        if permanent && let Some(r) = record.retry.as_mut() {
+            r.failures = r.failures.max(retry::MAX_FAILURES);
+        }
         match &record.retry {
+            Some(r) if r.given_up() && permanent => (
+                Outcome::GivenUp,
+                format!(
+                    "{reason}; gave up at once, as asking again about this content cannot help: asked again when the file changes, or after `sentinel reset {}`",
+                    s.path
+                ),
+            ),
             Some(r) if r.given_up() => (
                 Outcome::GivenUp,
                 format!(

@@ -170,6 +170,9 @@ struct Work<'a> {
     /// Set when the source failed a read: no further reads this tick.
     source_down: Option<String>,
     notes: Vec<String>,
+    /// The last call failed for a reason about the file's content alone
+    /// (context length, a content filter): it gives up at once.
+    permanent: std::cell::Cell<bool>,
 }
 
 /// What the working stages hand over to save and report.
@@ -229,6 +232,7 @@ impl<'a> Work<'a> {
             read_calls: 0,
             source_down: None,
             notes: Vec::new(),
+            permanent: std::cell::Cell::new(false),
         }
     }
 }

@@ -471,24 +471,37 @@ fn advisor_an_answer_that_is_not_the_expected_json_is_two_attempts_and_bad_respo
     assert_eq!(outcome(&r, AUTH), "llm_skip");
 }
 
+/// A prompt too long for the model is this file's problem, not the
+/// provider's: the file fails at once and the next file is still asked.
 #[test]
-fn advisor_context_length_exceeded_is_one_attempt_and_a_60_minute_hold() {
-    let (sb, ai, r) = first_run_answered_by(Reply::fixture(400, "context-length.json"));
-    assert_posts(&ai, 1);
+fn a_context_length_error_holds_only_that_file() {
+    let sb = sandbox(&[AUTH, SESSION, GUIDE]);
+    let ai = FakeOpenAi::start();
+    ai.push(Reply::fixture(400, "context-length.json"));
+    let r = tick(&sb, &ai, &at(600), &[], 10);
+    assert_posts(&ai, 2);
     assert_eq!(slept(&r), Vec::<u64>::new());
-    assert_eq!(
-        reason(&r, AUTH),
-        failed(
-            "request",
+    assert_eq!(outcome(&r, AUTH), "given_up");
+    let why = reason(&r, AUTH);
+    assert!(
+        why.starts_with(&failed(
+            "file_request",
             1,
             "HTTP 400 context_length_exceeded",
-            Some("2026-06-16T11:00:00+00:00")
-        )
+            None
+        )) && why.contains("gave up at once"),
+        "{why}"
     );
-    assert_eq!(
-        circuit(&sb, &at(600)),
-        json!(["request", "2026-06-16T11:00:00Z", true])
-    );
+    assert_eq!(outcome(&r, SESSION), "llm_skip");
+    let l = &sb.stats_at(&at(600), 2.0)["llm"];
+    assert_eq!(l["circuit"], Value::Null, "the provider is not held");
+    assert_eq!(l["failures_by_class"], json!({"file_request": 1}));
+    assert_eq!(l["given_up"], json!([AUTH]));
+    // Later wakes and retries never ask about that content again.
+    for minute in [602, 700, 2000] {
+        tick(&sb, &ai, &at(minute), &[], 0);
+    }
+    assert_posts(&ai, 2);
 }
 
 #[test]
@@ -517,19 +530,12 @@ fn advisor_request_too_large_429_is_not_retried_as_a_rate_limit() {
     );
     assert_posts(&ai, 1);
     assert_eq!(slept(&r), Vec::<u64>::new());
+    // This file can never fit the per-minute limit; other files still can.
     assert_eq!(
         reason(&r, AUTH),
-        failed(
-            "request",
-            1,
-            "HTTP 429 rate_limit_exceeded",
-            Some("2026-06-16T11:00:00+00:00")
-        )
+        failed("file_request", 1, "HTTP 429 rate_limit_exceeded", None)
     );
-    assert_eq!(
-        circuit(&sb, &at(600)),
-        json!(["request", "2026-06-16T11:00:00Z", true])
-    );
+    assert_eq!(circuit(&sb, &at(600)), Value::Null);
 }
 
 /// The one test that waits for real: three client timeouts of 1 s. The
@@ -956,7 +962,9 @@ fn advisor_the_call_carries_the_key_the_model_and_the_file() {
     assert_eq!(body["model"], "gpt-4o-mini");
     assert_eq!(body["temperature"], 0);
     assert_eq!(body["max_tokens"], 256);
-    assert_eq!(body["response_format"], json!({"type": "json_object"}));
+    // gpt-4o-mini takes structured outputs: the answer's schema, strict.
+    assert_eq!(body["response_format"]["type"], "json_schema");
+    assert_eq!(body["response_format"]["json_schema"]["strict"], true);
     let messages = body["messages"].as_array().expect("messages");
     assert_eq!(messages.len(), 2);
     assert_eq!(messages[0]["role"], "system");
@@ -991,7 +999,8 @@ fn advisor_the_call_carries_the_key_the_model_and_the_file() {
     assert_posts(&ai, 1);
     let body = ai.requests()[0].json();
     assert_eq!(body["model"], "o4-mini");
-    assert_eq!(body["max_completion_tokens"], 1024);
+    // With room to reason: at least 4096 whatever --max-tokens says.
+    assert_eq!(body["max_completion_tokens"], 4096);
     assert!(body.get("max_tokens").is_none(), "{body}");
     assert!(body.get("temperature").is_none(), "{body}");
 }
@@ -1290,5 +1299,480 @@ fn advisor_the_key_never_appears_in_output_state_or_journal() {
         );
         assert!(!r.target.contains(CANARY));
         assert!(!String::from_utf8_lossy(&r.body).contains(CANARY));
+    }
+}
+
+// ---------------------------------------------------------------------------
+// 9. Peers: a proxy, local servers and reasoning models
+// ---------------------------------------------------------------------------
+
+/// LiteLLM answers an upstream `insufficient_quota` with 429
+/// `throttling_error` and the quota only in its message. Read as a rate
+/// limit, every tick two minutes apart made 3 attempts until midnight; read
+/// as quota, one call holds the provider until 00:00 UTC.
+#[test]
+fn a_quota_error_through_litellm_is_quota_not_a_rate_limit() {
+    let sb = sandbox(&[AUTH, GUIDE]);
+    let ai = FakeOpenAi::start();
+    tick(&sb, &ai, &at(0), &[], 10);
+    assert_posts(&ai, 1);
+    ai.answer_always(Reply::peer(429, "litellm-quota.json"));
+    let times = [9 * 60, 9 * 60 + 2, 9 * 60 + 4, 12 * 60, 23 * 60 + 58];
+    for (i, minute) in times.into_iter().enumerate() {
+        change(&sb, AUTH, 2 + i as u64);
+        let r = tick(&sb, &ai, &at(minute), &[], 12);
+        assert_eq!(slept(&r), Vec::<u64>::new(), "at {}", at(minute));
+        if i == 0 {
+            assert_eq!(r["llm_calls"], 1);
+            assert_eq!(
+                reason(&r, AUTH),
+                failed(
+                    "quota",
+                    1,
+                    "HTTP 429 throttling_error (code 429)",
+                    Some("2026-06-17T00:00:00+00:00")
+                )
+            );
+        } else {
+            assert_eq!(r["llm_calls"], 0, "at {}", at(minute));
+            assert_eq!(outcome(&r, AUTH), "held", "at {}", at(minute));
+        }
+    }
+    assert_eq!(ai.posts() - 1, 1, "one call from 09:00 until midnight");
+    assert_eq!(
+        circuit(&sb, "2026-06-16T23:58:00Z"),
+        json!(["quota", "2026-06-17T00:00:00Z", true])
+    );
+}
+
+#[test]
+fn a_rate_limit_through_litellm_is_still_a_rate_limit() {
+    let (sb, ai, r) = first_run_answered_by(Reply::peer(429, "litellm-rate-limit.json"));
+    assert_posts(&ai, 3);
+    assert_eq!(slept(&r), [5000, 15000]);
+    assert_eq!(
+        circuit(&sb, &at(600)),
+        json!(["rate_limit", "2026-06-16T10:02:00Z", true])
+    );
+}
+
+#[test]
+fn a_litellm_budget_refusal_holds_until_midnight_not_for_an_hour() {
+    for (status, body) in [
+        (422, "litellm-key-budget.json"),
+        (429, "litellm-provider-budget.json"),
+    ] {
+        let (sb, ai, r) = first_run_answered_by(Reply::peer(status, body));
+        assert_posts(&ai, 1);
+        assert_eq!(slept(&r), Vec::<u64>::new(), "{body}");
+        assert!(
+            reason(&r, AUTH).starts_with("budget after 1 attempt: "),
+            "{body}: {}",
+            reason(&r, AUTH)
+        );
+        assert_eq!(
+            circuit(&sb, &at(600)),
+            json!(["budget", "2026-06-17T00:00:00Z", true]),
+            "{body}"
+        );
+    }
+}
+
+#[test]
+fn llama_cpp_not_supported_is_permanent() {
+    let (sb, ai, r) = first_run_answered_by(Reply::peer(501, "llamacpp-not-supported.json"));
+    assert_posts(&ai, 1);
+    assert_eq!(slept(&r), Vec::<u64>::new());
+    assert_eq!(
+        reason(&r, AUTH),
+        failed(
+            "request",
+            1,
+            "HTTP 501 not_supported_error (code 501)",
+            Some("2026-06-16T11:00:00+00:00")
+        )
+    );
+    assert_eq!(
+        circuit(&sb, &at(600)),
+        json!(["request", "2026-06-16T11:00:00Z", true])
+    );
+}
+
+#[test]
+fn a_vllm_context_error_keeps_its_integer_code_and_holds_only_that_file() {
+    let (sb, ai, r) = first_run_answered_by(Reply::peer(400, "vllm-context-length.json"));
+    assert_posts(&ai, 1);
+    assert_eq!(
+        reason(&r, AUTH),
+        failed(
+            "file_request",
+            1,
+            "HTTP 400 BadRequestError (code 400)",
+            None
+        )
+    );
+    assert_eq!(circuit(&sb, &at(600)), Value::Null);
+}
+
+#[test]
+fn a_think_block_before_the_json_is_not_a_bad_response() {
+    let sb = sandbox(&[AUTH, GUIDE]);
+    let ai = FakeOpenAi::start();
+    ai.answer_always(Reply::peer(200, "llamacpp-think-completion.json"));
+    let r = tick(&sb, &ai, &at(600), &["--model", "qwen3-8b"], 10);
+    assert_posts(&ai, 1);
+    assert_eq!(outcome(&r, AUTH), "llm_skip", "{}", reason(&r, AUTH));
+}
+
+#[test]
+fn a_gpt5_mini_request_has_no_temperature_and_no_max_tokens() {
+    let sb = sandbox(&[AUTH, GUIDE]);
+    let ai = FakeOpenAi::start();
+    let r = tick(&sb, &ai, &at(600), &["--model", "gpt-5-mini"], 10);
+    assert_eq!(outcome(&r, AUTH), "llm_skip");
+    assert_posts(&ai, 1);
+    let body = ai.requests()[0].json();
+    assert!(body.get("temperature").is_none(), "{body}");
+    assert!(body.get("max_tokens").is_none(), "{body}");
+    assert_eq!(body["max_completion_tokens"], 4096);
+    assert_eq!(body["response_format"]["type"], "json_schema");
+    let schema = &body["response_format"]["json_schema"];
+    assert_eq!(schema["strict"], true);
+    assert_eq!(
+        schema["schema"]["required"],
+        json!(["action", "reason", "findings"])
+    );
+
+    // A model marked as reasoning by the user is asked the same way.
+    let sb = sandbox(&[AUTH, GUIDE]);
+    let ai = FakeOpenAi::start();
+    let marked = [
+        "--model",
+        "qwen3-8b",
+        "--reasoning-models",
+        "deepseek-r1,qwen3-8b",
+    ];
+    tick(&sb, &ai, &at(600), &marked, 10);
+    let body = ai.requests()[0].json();
+    assert!(body.get("temperature").is_none(), "{body}");
+    assert_eq!(body["max_completion_tokens"], 4096);
+    // Not an OpenAI model: JSON mode, not a schema.
+    assert_eq!(body["response_format"], json!({"type": "json_object"}));
+}
+
+#[test]
+fn a_reasoning_models_reservation_covers_its_larger_retry() {
+    // gpt-5-mini costs $2 per million out: 4096 + 8192 tokens reserved
+    // are $0.0246, over a $0.02 budget that 4096 alone ($0.0082) would fit.
+    let sb = sandbox(&[AUTH, GUIDE]);
+    let ai = FakeOpenAi::start();
+    let flags = ["--model", "gpt-5-mini", "--daily-budget", "0.02"];
+    let r = tick(&sb, &ai, &at(600), &flags, 10);
+    assert_eq!(ai.count(), 0);
+    assert_eq!(outcome(&r, AUTH), "deferred");
+    let chars = content(AUTH, 1).len() as u64;
+    let reserve = ((chars.div_ceil(4) + 400) as f64 * 0.25 + 12288.0 * 2.0) / 1e6;
+    assert!(
+        reason(&r, AUTH).ends_with(&format!("could cost ${reserve:.4} of the $0.02 limit")),
+        "{}",
+        reason(&r, AUTH)
+    );
+}
+
+#[test]
+fn a_reasoning_answer_cut_by_the_limit_is_asked_once_with_a_larger_one() {
+    let sb = sandbox(&[AUTH, GUIDE]);
+    let ai = FakeOpenAi::start();
+    ai.push(Reply::peer(200, "openai-reasoning-cut.json"));
+    let r = tick(&sb, &ai, &at(600), &["--model", "gpt-5-mini"], 10);
+    assert_posts(&ai, 2);
+    assert_eq!(r["llm_calls"], 2);
+    assert_eq!(slept(&r), Vec::<u64>::new(), "a new request, not a retry");
+    assert_eq!(outcome(&r, AUTH), "llm_skip");
+    let limits: Vec<Value> = ai
+        .requests()
+        .iter()
+        .map(|q| q.json()["max_completion_tokens"].clone())
+        .collect();
+    assert_eq!(limits, [json!(4096), json!(8192)]);
+    // Both answers were billed: the cut one and the whole one.
+    let cut = crate::util::openai::Usage {
+        prompt: 450,
+        cached: 0,
+        completion: 4096,
+    };
+    let l = &sb.stats_at(&at(600), 2.0)["llm"];
+    close_to(
+        &l["cost_today_measured"],
+        cut.cost(0.25, 0.025, 2.0) + FIXTURE_USAGE.cost(0.25, 0.025, 2.0),
+    );
+    assert_eq!(l["calls_today"], 1);
+    assert_eq!(l["attempts"], 2);
+
+    // Cut again at the larger limit: bad_response, and nothing more.
+    let sb = sandbox(&[AUTH, GUIDE]);
+    let ai = FakeOpenAi::start();
+    ai.answer_always(Reply::peer(200, "openai-reasoning-cut.json"));
+    let r = tick(&sb, &ai, &at(600), &["--model", "gpt-5-mini"], 10);
+    assert_posts(&ai, 2);
+    assert_eq!(
+        reason(&r, AUTH),
+        failed(
+            "bad_response",
+            2,
+            "the answer was cut at 8192 completion tokens (finish_reason length) before its JSON was complete",
+            None
+        )
+    );
+}
+
+#[test]
+fn an_answer_cut_by_max_tokens_is_not_asked_again_unchanged() {
+    let (_sb, ai, r) = first_run_answered_by(Reply::peer(200, "openai-reasoning-cut.json"));
+    assert_posts(&ai, 1);
+    assert_eq!(slept(&r), Vec::<u64>::new());
+    assert_eq!(
+        reason(&r, AUTH),
+        failed(
+            "bad_response",
+            1,
+            "the answer was cut at 1024 completion tokens (finish_reason length) before its JSON was complete",
+            None
+        )
+    );
+}
+
+#[test]
+fn a_server_refusing_the_schema_is_asked_in_json_mode_within_the_same_ask() {
+    let sb = sandbox(&[AUTH, SESSION, GUIDE]);
+    let ai = FakeOpenAi::start();
+    let refusal = json!({"error": {
+        "message": "Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model.",
+        "type": "invalid_request_error", "param": "response_format", "code": null}});
+    ai.push(Reply::json(400, &refusal));
+    let r = tick(&sb, &ai, &at(600), &[], 10);
+    assert_posts(&ai, 3);
+    assert_eq!(slept(&r), Vec::<u64>::new());
+    assert_eq!(outcome(&r, AUTH), "llm_skip");
+    assert_eq!(outcome(&r, SESSION), "llm_skip");
+    let formats: Vec<Value> = ai
+        .requests()
+        .iter()
+        .map(|q| q.json()["response_format"]["type"].clone())
+        .collect();
+    // The fallback holds for the rest of the tick.
+    assert_eq!(
+        formats,
+        [
+            json!("json_schema"),
+            json!("json_object"),
+            json!("json_object")
+        ]
+    );
+    assert_eq!(sb.stats_at(&at(600), 2.0)["llm"]["circuit"], Value::Null);
+}
+
+#[test]
+fn litellm_response_cost_is_the_measured_cost() {
+    let (sb, _ai, r) =
+        first_run_answered_by(Reply::completion().header("x-litellm-response-cost", "0.00042"));
+    assert_eq!(outcome(&r, AUTH), "llm_skip");
+    let l = &sb.stats_at(&at(600), 2.0)["llm"];
+    close_to(&l["cost_today_measured"], 0.00042);
+    assert_eq!(num(&l["cost_today_estimated"]), 0.0);
+    assert_eq!(l["cost_sources_today"], json!({"reported": 1}));
+
+    // A proxy's 0 for a call it could not price: the price table knows better.
+    let (sb, _ai, _r) =
+        first_run_answered_by(Reply::completion().header("x-litellm-response-cost", "0"));
+    let l = &sb.stats_at(&at(600), 2.0)["llm"];
+    close_to(
+        &l["cost_today_measured"],
+        FIXTURE_USAGE.cost(MINI.0, MINI.1, MINI.2),
+    );
+    assert_eq!(l["cost_sources_today"], json!({"price_table": 1}));
+}
+
+#[test]
+fn a_local_endpoint_costs_nothing_per_call() {
+    let sb = sandbox(&[AUTH, GUIDE]);
+    let ai = FakeOpenAi::start();
+    ai.answer_always(Reply::peer(200, "ollama-completion.json"));
+    let r = tick(&sb, &ai, &at(600), &["--model", "llama3.2"], 10);
+    assert_eq!(outcome(&r, AUTH), "llm_skip");
+    let l = &sb.stats_at(&at(600), 2.0)["llm"];
+    assert_eq!(num(&l["cost_today_estimated"]), 0.0);
+    assert_eq!(num(&l["cost_today_measured"]), 0.0);
+    assert_eq!(l["calls_today"], 1);
+    assert_eq!(l["cost_sources_today"], json!({"per_call": 1}));
+    close_to(&l["budget_left"], 2.0);
+}
+
+#[test]
+fn a_dated_snapshot_keeps_its_own_price() {
+    let sb = sandbox(&[AUTH, GUIDE]);
+    let ai = FakeOpenAi::start();
+    tick(&sb, &ai, &at(600), &["--model", "gpt-4o-2024-05-13"], 10);
+    let l = &sb.stats_at(&at(600), 2.0)["llm"];
+    // $5 in (no cache discount), $15 out: not gpt-4o's $2.50 / $1.25 / $10.
+    close_to(
+        &l["cost_today_measured"],
+        FIXTURE_USAGE.cost(5.0, 5.0, 15.0),
+    );
+}
+
+// ---------------------------------------------------------------------------
+// 10. The commands docs/proxy.md and docs/local-models.md show
+// ---------------------------------------------------------------------------
+
+/// One `sentinel tick` command of a page: its environment assignments and
+/// its arguments, from a ```sh block (continuation lines joined; other
+/// commands in the block, such as `ollama pull`, skipped).
+struct Documented {
+    env: Vec<(String, String)>,
+    args: Vec<String>,
+}
+
+fn documented_ticks(page: &str) -> Vec<Documented> {
+    let path = format!("{}/{page}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let mut out = Vec::new();
+    for block in text.split("```sh\n").skip(1) {
+        let block = block.split("```").next().unwrap_or("");
+        for line in block.replace("\\\n", " ").lines() {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let Some(at) = words.iter().position(|w| *w == "sentinel") else {
+                continue;
+            };
+            if words.get(at + 1) != Some(&"tick") || words[..at].iter().any(|w| !w.contains('=')) {
+                continue;
+            }
+            let env = words[..at]
+                .iter()
+                .map(|w| w.split_once('=').unwrap())
+                .map(|(k, v)| (k.to_string(), v.trim_matches('"').to_string()))
+                .collect();
+            let args = words[at + 2..].iter().map(|w| w.to_string()).collect();
+            out.push(Documented { env, args });
+        }
+    }
+    out
+}
+
+/// Run a documented command against `ai` in place of the server it names:
+/// the page's base URL becomes the fake's, a `$VARIABLE` key becomes the
+/// test key, and the tick gets its repository, state and clock.
+fn run_documented(sb: &Sandbox, ai: &FakeOpenAi, cmd: &Documented) -> Value {
+    let mut run = sb
+        .sentinel(["tick", "--json", "--fake-sleep", "--now", &at(600)])
+        .args(&cmd.args)
+        .arg("--repo")
+        .arg(&sb.repo.root)
+        .arg("--state")
+        .arg(&sb.state);
+    for (key, value) in &cmd.env {
+        let value = match key.as_str() {
+            "OPENAI_BASE_URL" => ai.base_url(),
+            _ if value.starts_with('$') => KEY.to_string(),
+            _ => value.clone(),
+        };
+        run = run.env(key, value);
+    }
+    let out = run.output();
+    expect_code(&out, 10);
+    out.json()
+}
+
+/// The page's base URL of a command: which server the example is about.
+fn documented_url(cmd: &Documented) -> &str {
+    cmd.env
+        .iter()
+        .find(|(k, _)| k == "OPENAI_BASE_URL")
+        .map(|(_, v)| v.as_str())
+        .expect("the example sets OPENAI_BASE_URL")
+}
+
+#[test]
+fn advisor_the_proxy_page_command_works_through_a_litellm_shaped_server() {
+    let ticks = documented_ticks("docs/proxy.md");
+    let through = ticks
+        .iter()
+        .find(|c| c.env.iter().any(|(k, _)| k == "OPENAI_BASE_URL"))
+        .expect("docs/proxy.md shows a command through the proxy");
+    assert_eq!(documented_url(through), "http://127.0.0.1:4000/v1");
+    let sb = sandbox(&[AUTH, GUIDE]);
+    let ai = FakeOpenAi::start();
+    ai.answer_always(Reply::completion().header("x-litellm-response-cost", "0.0009"));
+    let r = run_documented(&sb, &ai, through);
+    assert_eq!(outcome(&r, AUTH), "llm_skip");
+    assert_eq!(
+        ai.requests()[0].header("authorization"),
+        Some(format!("Bearer {KEY}").as_str())
+    );
+    let l = &sb.stats_at(&at(600), 2.0)["llm"];
+    close_to(&l["cost_today_measured"], 0.0009);
+
+    // The same command when the proxy's key budget is spent: one call, held until midnight.
+    let sb = sandbox(&[AUTH, GUIDE]);
+    let ai = FakeOpenAi::start();
+    ai.answer_always(Reply::peer(422, "litellm-key-budget.json"));
+    run_documented(&sb, &ai, through);
+    assert_posts(&ai, 1);
+    assert_eq!(
+        circuit(&sb, &at(600)),
+        json!(["budget", "2026-06-17T00:00:00Z", true])
+    );
+}
+
+#[test]
+fn advisor_the_local_models_page_commands_work_against_each_servers_shapes() {
+    let ticks = documented_ticks("docs/local-models.md");
+    let urls: Vec<&str> = ticks.iter().map(documented_url).collect();
+    assert_eq!(
+        urls,
+        [
+            "http://127.0.0.1:11434/v1",
+            "http://127.0.0.1:8000/v1",
+            "http://127.0.0.1:8080/v1"
+        ]
+    );
+    // Each server's success, and one of its permanent errors.
+    let shapes = [
+        (
+            "ollama-completion.json",
+            (404, "ollama-not-found.json", "request"),
+        ),
+        (
+            "ollama-completion.json",
+            (400, "vllm-context-length.json", "file_request"),
+        ),
+        (
+            "llamacpp-think-completion.json",
+            (501, "llamacpp-not-supported.json", "request"),
+        ),
+    ];
+    for (cmd, (ok, (status, error, class))) in ticks.iter().zip(shapes) {
+        let sb = sandbox(&[AUTH, SESSION, GUIDE]);
+        let ai = FakeOpenAi::start();
+        ai.push(Reply::peer(status, error));
+        ai.answer_always(Reply::peer(200, ok));
+        let r = run_documented(&sb, &ai, cmd);
+        let url = documented_url(cmd);
+        assert!(
+            reason(&r, AUTH).starts_with(&format!("{class} after 1 attempt: HTTP {status}")),
+            "{url}: {}",
+            reason(&r, AUTH)
+        );
+        let model = &cmd.args[cmd.args.iter().position(|a| a == "--model").unwrap() + 1];
+        assert_eq!(ai.requests()[0].json()["model"], model.as_str(), "{url}");
+        let l = &sb.stats_at(&at(600), 2.0)["llm"];
+        if class == "file_request" {
+            // Only that file failed: the next one was asked, and cost nothing per call.
+            assert_eq!(outcome(&r, SESSION), "llm_skip", "{url}");
+            assert_eq!(l["cost_sources_today"], json!({"per_call": 1}), "{url}");
+            assert_eq!(num(&l["cost_today_estimated"]), 0.0, "{url}");
+        } else {
+            assert_eq!(outcome(&r, SESSION), "held", "{url}");
+        }
     }
 }

@@ -289,7 +289,8 @@ proptest! {
             let expected = match status {
                 429 => Class::RateLimit,
                 401 | 403 => Class::Auth,
-                400 | 404 | 413 | 422 => Class::Request,
+                400 | 404 | 422 => Class::Request,
+                413 => Class::FileRequest,
                 500..=599 => Class::Server,
                 _ => Class::Unknown,
             };

@@ -2570,6 +2570,7 @@ fn the_config_types_that_hold_secrets_print_without_them() {
         max_tokens: 1024,
         fake_sleep: false,
         patches: false,
+        reasoning_models: Vec::new(),
     };
     for printed in [
         format!("{gitlab:?}"),

@@ -144,6 +144,20 @@ impl Reply {
         }
     }
 
+    /// `status` with `fixtures/peers/<file>` as its body, byte for byte: what
+    /// a proxy or a local server sends instead of OpenAI.
+    pub fn peer(status: u16, file: &str) -> Reply {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures/peers")
+            .join(file);
+        let body = std::fs::read(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+        Reply::Fixed {
+            status,
+            headers: vec![("Content-Type".into(), "application/json".into())],
+            body,
+        }
+    }
+
     /// The fixture's answer: SKIP, usage `FIXTURE_USAGE`.
     pub fn completion() -> Reply {
         Reply::fixture(200, "completion.json")
