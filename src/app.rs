@@ -557,32 +557,44 @@ fn billed_in_window(
         .fold((0.0, 0), |(usd, n), (_, b)| (usd + b.usd, n + b.requests))
 }
 
-/// `sentinel reset`: under the state lock, load, reset, save atomically
-/// (only when something changed), and say what was reset.
-fn run_reset(args: crate::cli::ResetArgs) -> Result<u8> {
-    let path = args.state.resolve(&args.repo);
+/// An existing state under its lock, for a command that changes it outside
+/// a tick; `None` (after saying so on stderr) while a tick holds the lock.
+pub(crate) fn locked_state(
+    path: &std::path::Path,
+    what: &str,
+) -> Result<Option<(store::StateLock, crate::state::State)>> {
     if !path.exists() {
         bail!(
             "no state file at `{}`; run `sentinel tick` first, or point --state at an existing one",
             path.display()
         );
     }
-    let _lock = match store::try_lock(&path)? {
+    let lock = match store::try_lock(path)? {
         store::LockAttempt::Acquired(lock) => lock,
         store::LockAttempt::Busy(lock) => {
             eprintln!(
-                "sentinel: busy (lock {} held by a running tick); nothing was reset, try again",
+                "sentinel: busy (lock {} held by a running tick); nothing was {what}, try again",
                 lock.display()
             );
-            return Ok(crate::exit::BUSY);
+            return Ok(None);
         }
     };
-    let mut state = store::load(&path)?.ok_or_else(|| {
+    let state = store::load(path)?.ok_or_else(|| {
         anyhow!(
             "no state file at `{}`; run `sentinel tick` first",
             path.display()
         )
     })?;
+    Ok(Some((lock, state)))
+}
+
+/// `sentinel reset`: under the state lock, load, reset, save atomically
+/// (only when something changed), and say what was reset.
+fn run_reset(args: crate::cli::ResetArgs) -> Result<u8> {
+    let path = args.state.resolve(&args.repo);
+    let Some((_lock, mut state)) = locked_state(&path, "reset")? else {
+        return Ok(crate::exit::BUSY);
+    };
     let request = crate::reset::Request {
         paths: args.paths.clone(),
         circuit: args.circuit,

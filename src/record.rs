@@ -15,24 +15,9 @@ const BY_AGENT: &str = "agent";
 
 pub fn run(args: RecordArgs) -> Result<u8> {
     let path = args.state.resolve(&args.source.repo);
-    if !path.exists() {
-        bail!(
-            "no state file at `{}`; run `sentinel tick` first, or point --state at an existing one",
-            path.display()
-        );
-    }
-    let _lock = match store::try_lock(&path)? {
-        store::LockAttempt::Acquired(lock) => lock,
-        store::LockAttempt::Busy(lock) => {
-            eprintln!(
-                "sentinel: busy (lock {} held by a running tick); nothing was recorded, try again",
-                lock.display()
-            );
-            return Ok(crate::exit::BUSY);
-        }
+    let Some((_lock, mut state)) = crate::app::locked_state(&path, "recorded")? else {
+        return Ok(crate::exit::BUSY);
     };
-    let mut state =
-        store::load(&path)?.ok_or_else(|| anyhow!("no state file at `{}`", path.display()))?;
     let file = args.file.trim_start_matches("./").to_string();
     if !state.files.contains_key(&file) {
         bail!(
