@@ -511,3 +511,15 @@ fn record_skip_is_reused_and_a_file_the_state_does_not_know_is_refused() {
         .find(|f| f["path"] == file.as_str());
     assert!(a.is_none_or(|f| f["outcome"] == "reused"), "{r}");
 }
+
+#[test]
+fn record_under_a_running_tick_is_busy_and_records_nothing() {
+    let sb = Sandbox::with_files(&["a.js"]);
+    let file = format!("{WATCHED}/a.js");
+    sb.tick_cmd(&at(0)).args(["--llm", "off"]).output();
+    let before = fs::read(&sb.state).unwrap();
+    let _lock = crate::util::hold_lock(&sb.state);
+    let out = record(&sb, 1, &file, "skip", 20);
+    assert!(out.stderr.contains("nothing was recorded"), "{}", out.stderr);
+    assert_eq!(fs::read(&sb.state).unwrap(), before);
+}
