@@ -520,6 +520,10 @@ fn record_under_a_running_tick_is_busy_and_records_nothing() {
     let before = fs::read(&sb.state).unwrap();
     let _lock = crate::util::hold_lock(&sb.state);
     let out = record(&sb, 1, &file, "skip", 20);
-    assert!(out.stderr.contains("nothing was recorded"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("nothing was recorded"),
+        "{}",
+        out.stderr
+    );
     assert_eq!(fs::read(&sb.state).unwrap(), before);
 }
