@@ -1094,7 +1094,7 @@ fn padded_page(sb: &Sandbox, gl: &FakeGitLab, pad: usize) -> Reply {
     fixed(status, headers, serde_json::to_vec(&page).unwrap())
 }
 
-/// `tick` over the fake GitLab with `/usr/bin/time`: the output and the peak RSS.
+/// `tick` over the fake GitLab: the output and its peak RSS in KiB.
 fn gl_tick_with_peak_rss(sb: &Sandbox, api: &Api, minute: i64) -> (Output, u64) {
     let now = at(minute);
     let args: Vec<std::ffi::OsString> = [
