@@ -1913,6 +1913,27 @@ fn after_first_run() -> (Sandbox, FakeGitLab) {
     (sb, gl)
 }
 
+/// docs/ci.md and docs/benchmark.md: a no-op costs 1 request, writes no
+/// byte of state and appends one 29-byte line to the no-op journal.
+#[test]
+fn gitlab_a_noop_costs_one_request_writes_no_state_and_journals_29_bytes() {
+    let (sb, gl) = after_first_run();
+    let state = snapshot(&sb.state);
+    let journal_len = |sb: &Sandbox| fs::metadata(sb.journal()).map_or(0, |m| m.len());
+    // The first no-op also writes the journal's header line.
+    api_tick(&sb, &Api::new(&gl), &at(2), &[], 0);
+    let before = journal_len(&sb);
+    let report = api_tick(&sb, &Api::new(&gl), &at(4), &[], 0);
+    assert_eq!(report["requests"], 1);
+    assert_eq!(
+        report["requests_by_kind"],
+        json!({"head": 1, "list": 0, "read": 0, "compare": 0, "history": 0})
+    );
+    assert_eq!(report["state_written"], false);
+    assert_eq!(snapshot(&sb.state), state, "a no-op wrote the state");
+    assert_eq!(journal_len(&sb) - before, 29);
+}
+
 #[test]
 fn gitlab_a_500_on_the_head_lookup_wakes_sha_unavailable() {
     let (sb, gl) = after_first_run();
