@@ -1913,6 +1913,27 @@ fn after_first_run() -> (Sandbox, FakeGitLab) {
     (sb, gl)
 }
 
+/// docs/ci.md and docs/benchmark.md: a no-op costs 1 request, writes no
+/// byte of state and appends one 29-byte line to the no-op journal.
+#[test]
+fn gitlab_a_noop_costs_one_request_writes_no_state_and_journals_29_bytes() {
+    let (sb, gl) = after_first_run();
+    let state = snapshot(&sb.state);
+    let journal_len = |sb: &Sandbox| fs::metadata(sb.journal()).map_or(0, |m| m.len());
+    // The first no-op also writes the journal's header line.
+    api_tick(&sb, &Api::new(&gl), &at(2), &[], 0);
+    let before = journal_len(&sb);
+    let report = api_tick(&sb, &Api::new(&gl), &at(4), &[], 0);
+    assert_eq!(report["requests"], 1);
+    assert_eq!(
+        report["requests_by_kind"],
+        json!({"head": 1, "list": 0, "read": 0, "compare": 0, "history": 0})
+    );
+    assert_eq!(report["state_written"], false);
+    assert_eq!(snapshot(&sb.state), state, "a no-op wrote the state");
+    assert_eq!(journal_len(&sb) - before, 29);
+}
+
 #[test]
 fn gitlab_a_500_on_the_head_lookup_wakes_sha_unavailable() {
     let (sb, gl) = after_first_run();
@@ -2459,17 +2480,25 @@ fn fast_import(sb: &Sandbox, stream: &[u8]) {
     assert!(child.wait().unwrap().success(), "git fast-import failed");
 }
 
-#[test]
-#[ignore = "scale figure, about 30 s: cargo test --release -- --ignored --nocapture"]
-fn repo_changed_on_100000_files_costs_requests_in_proportion_to_the_change() {
+/// What the scale test measured: the three ticks' reports and wall times.
+struct ScaleRun {
+    first: Value,
+    noop: Value,
+    changed: Value,
+    changed_path: String,
+    walls: [std::time::Duration; 4],
+}
+
+/// Builds a repository of `n` files (1,000 to a directory), runs a first run
+/// with `--batch 0` and no read bound, a no-op, and a tick after one file changed.
+fn scale_run(n: usize) -> ScaleRun {
     use std::io::Write;
     use std::time::Instant;
-    const N: usize = 100_000;
     let started = Instant::now();
     let sb = Sandbox::new();
     let path_of = |i: usize| format!("{WATCHED}/d{:03}/f{i:06}.js", i / 1000);
     let mut stream = Vec::new();
-    for i in 0..N {
+    for i in 0..n {
         let content = format!("// f{i:06}.js\nmodule.exports = {i};\n");
         write!(
             stream,
@@ -2481,10 +2510,10 @@ fn repo_changed_on_100000_files_costs_requests_in_proportion_to_the_change() {
     }
     writeln!(
         stream,
-        "commit refs/heads/main\ncommitter t <t@example.invalid> 1781481600 +0000\ndata 8\n100k fs\n"
+        "commit refs/heads/main\ncommitter t <t@example.invalid> 1781481600 +0000\ndata 6\nfiles\n"
     )
     .unwrap();
-    for i in 0..N {
+    for i in 0..n {
         writeln!(stream, "M 100644 :{} {}", i + 1, path_of(i)).unwrap();
     }
     fast_import(&sb, &stream);
@@ -2493,38 +2522,87 @@ fn repo_changed_on_100000_files_costs_requests_in_proportion_to_the_change() {
     let gl = sb.gitlab();
     let api = Api::new(&gl);
     let t = Instant::now();
-    let first = api_tick(&sb, &api, &at(0), &["--batch", "0"], 10);
+    let reads = n.to_string();
+    let first = api_tick(
+        &sb,
+        &api,
+        &at(0),
+        &["--batch", "0", "--max-reads", &reads],
+        10,
+    );
     let first_wall = t.elapsed();
-    assert_eq!(first["fresh_evaluations"], N);
-    assert_eq!(first["pending"], 0);
 
     let t = Instant::now();
-    api_tick(&sb, &api, &at(2), &[], 0);
+    let noop = api_tick(&sb, &api, &at(2), &[], 0);
     let noop_wall = t.elapsed();
 
-    let changed = path_of(42_042);
-    let content = "// f042042.js\nmodule.exports = -1;\n";
+    let changed_index = n * 42 / 100 + 42;
+    let changed_path = path_of(changed_index);
+    let content = format!("// f{changed_index:06}.js\nmodule.exports = -1;\n");
     let change = format!(
         "commit refs/heads/main\ncommitter t <t@example.invalid> 1781481660 +0000\ndata 7\nchange\n\
-         from refs/heads/main^0\nM 100644 inline {changed}\ndata {}\n{content}\n",
+         from refs/heads/main^0\nM 100644 inline {changed_path}\ndata {}\n{content}\n",
         content.len()
     );
     fast_import(&sb, change.as_bytes());
     let t = Instant::now();
-    let report = api_tick(&sb, &api, &at(4), &[], 12);
+    let changed = api_tick(&sb, &api, &at(4), &[], 12);
     let changed_wall = t.elapsed();
+    ScaleRun {
+        first,
+        noop,
+        changed,
+        changed_path,
+        walls: [built, first_wall, noop_wall, changed_wall],
+    }
+}
 
+/// The per-file request counts docs/gitlab.md quotes for 100,000 files: a
+/// first run lists 100 entries a page (files and their directories) and
+/// reads each file once, a no-op costs `head 1`, one changed file costs
+/// `head 1, compare 2, read 1`.
+fn assert_scale_requests(n: usize, run: &ScaleRun) {
+    let dirs = n.div_ceil(1000);
+    let pages = (n + dirs).div_ceil(100);
+    assert_eq!(run.first["fresh_evaluations"], n);
+    assert_eq!(run.first["pending"], 0);
+    assert_eq!(
+        run.first["requests_by_kind"],
+        json!({"head": 1, "list": pages, "read": n, "compare": 0, "history": 0})
+    );
+    assert_eq!(
+        run.noop["requests_by_kind"],
+        json!({"head": 1, "list": 0, "read": 0, "compare": 0, "history": 0})
+    );
+    assert_eq!(
+        files(&run.changed),
+        vec![(
+            run.changed_path.clone(),
+            NEEDS_REVIEW.to_string(),
+            "changed".to_string()
+        )]
+    );
+    assert_eq!(
+        run.changed["requests_by_kind"],
+        json!({"head": 1, "list": 0, "read": 1, "compare": 2, "history": 0})
+    );
+}
+
+#[test]
+fn a_first_run_on_10000_files_reads_each_once_and_a_noop_then_costs_one_head() {
+    let run = scale_run(10_000);
+    assert_scale_requests(10_000, &run);
+}
+
+#[test]
+#[ignore = "scale figure, about 30 s: cargo test --release -- --ignored --nocapture"]
+fn repo_changed_on_100000_files_costs_requests_in_proportion_to_the_change() {
+    let run = scale_run(100_000);
+    let [built, first_wall, noop_wall, changed_wall] = run.walls;
     println!(
         "100,000 files: repository built in {built:.2?}; first_run (--batch 0) {first_wall:.2?} \
          with {}; no-op {noop_wall:.2?}; repo_changed {changed_wall:.2?} with {}",
-        first["requests_by_kind"], report["requests_by_kind"]
+        run.first["requests_by_kind"], run.changed["requests_by_kind"]
     );
-    assert_eq!(
-        files(&report),
-        vec![(changed, NEEDS_REVIEW.to_string(), "changed".to_string())]
-    );
-    assert_eq!(
-        report["requests_by_kind"],
-        json!({"head": 1, "list": 0, "read": 1, "compare": 2, "history": 0})
-    );
+    assert_scale_requests(100_000, &run);
 }

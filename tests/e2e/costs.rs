@@ -217,6 +217,19 @@ fn a_failing_admin_api_says_try_again_later_after_one_request() {
     );
     assert!(err.ends_with("try again later"), "{err}");
     assert_eq!(admin.requests().len(), 2);
+
+    // SENTINEL_ADMIN_TIMEOUT binds the same bound.
+    let out = sb
+        .costs_cmd(&admin, NOON)
+        .env("SENTINEL_ADMIN_TIMEOUT", "1")
+        .output();
+    expect_code(&out, 1);
+    let err = out.stderr_line();
+    assert!(
+        err.contains("did not answer /organization/costs within 1 s"),
+        "{err}"
+    );
+    assert_eq!(admin.requests().len(), 3);
     assert_eq!(snapshot(&sb.state), before);
 }
 
@@ -309,9 +322,7 @@ fn every_flag_of_costs_has_an_environment_binding() {
         .env("SENTINEL_COST_DAYS", "3")
         .env("SENTINEL_JSON", "1")
         .env("SENTINEL_DAILY_BUDGET", "0.002")
-        .env("SENTINEL_CALIBRATE", "true")
         .env("OPENAI_PROJECT_ID", "proj_abc")
-        .env("SENTINEL_ADMIN_TIMEOUT", "5")
         .output();
     expect_code(&out, 0);
     let report = out.json();
@@ -324,8 +335,8 @@ fn every_flag_of_costs_has_an_environment_binding() {
     assert_eq!(req.param("limit").as_deref(), Some("3"));
     assert_eq!(req.param("project_ids").as_deref(), Some("proj_abc"));
     assert_eq!(req.param("start_time").as_deref(), Some("1781395200"));
-    // gpt-4o-mini has a price: nothing to calibrate.
-    assert_eq!(report["calibrated"], json!([]));
+    // SENTINEL_CALIBRATE and SENTINEL_ADMIN_TIMEOUT are observed where they
+    // change something: the calibration and the timeout tests.
 
     // SENTINEL_ADMIN_URL wins over OPENAI_ADMIN_BASE_URL.
     let out = sb
@@ -518,6 +529,16 @@ fn calibrate_stores_the_real_cost_per_call_and_the_budget_counts_it() {
     assert_close(&c["per_call"], 0.15);
     assert_eq!(report["state_written"], true);
     assert_close(&sb.stats()["bill"]["calibrated"]["my-local-model"], 0.15);
+    // SENTINEL_CALIBRATE binds the flag: the same model calibrated again.
+    let out = sb
+        .costs_cmd(&admin, NOON)
+        .env("SENTINEL_CALIBRATE", "true")
+        .output();
+    expect_code(&out, 0);
+    let again = out.json();
+    assert_eq!(again["calibrated"].as_array().unwrap().len(), 1, "{again}");
+    assert_eq!(again["calibrated"][0]["model"], "my-local-model");
+    assert_close(&again["calibrated"][0]["per_call"], 0.15);
 
     // The next call to that model counts $0.15, not --cost-per-call.
     sb.repo.write(AUTH, content(AUTH, 2));

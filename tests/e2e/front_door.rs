@@ -34,12 +34,29 @@ fn report(out: &crate::util::Output, code: i32) -> Value {
     out.json()
 }
 
+/// docs/json.md: a report grows with the files judged, not with the backlog.
+#[test]
+fn a_tick_that_leaves_205_of_213_files_pending_lists_8_files_and_20_pending_paths_in_about_2_kb() {
+    let (sb, _) = clone_of(213);
+    let out = sb.tick(&at(0), &["--max-reads", "8"]);
+    let size = out.stdout.len();
+    let r = report(&out, 10);
+    assert_eq!(r["pending"], 205);
+    assert_eq!(r["files"].as_array().unwrap().len(), 8);
+    assert_eq!(r["pending_paths"].as_array().unwrap().len(), 20);
+    assert!((1_000..3_000).contains(&size), "{size} bytes");
+}
+
 #[test]
 fn a_fresh_clone_of_213_files_with_no_model_is_judged_by_its_first_tick() {
     let (sb, paths) = clone_of(213);
     // The default batch (5) bounds paid consultations; with no model there
     // are none, so nothing waits.
-    let r = report(&sb.tick(&at(0), &[]), 10);
+    let out = sb.tick(&at(0), &[]);
+    // docs/json.md: about 50 KB.
+    let size = out.stdout.len();
+    assert!((40_000..60_000).contains(&size), "{size} bytes");
+    let r = report(&out, 10);
     assert_eq!(r["pending"], 0);
     assert_eq!(r["pending_paths"], json!([]));
     assert_eq!(r["fresh_evaluations"], 213);

@@ -4,7 +4,7 @@
 
 use std::fs;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::expect_code;
 use crate::util::openai::{FakeOpenAi, Reply};
@@ -167,6 +167,20 @@ fn simulate_all_reproduces_the_seed_table() {
     );
     assert_eq!(day["sentinel"]["wakes"], 2);
     assert_eq!(day["sentinel"]["state_writes"], 2);
+    assert_eq!(
+        (&day["naive"]["ticks"], &day["naive"]["state_writes"]),
+        (&json!(720), &json!(720))
+    );
+    assert_eq!(day["novelty_only"]["state_writes"], 720);
+    assert_eq!(
+        v["storm"]["refusals"],
+        json!({"busy": 5, "rate_limited": 14})
+    );
+    assert_eq!(v["quota"]["held_files"], 2249);
+    assert_eq!(
+        (&v["quota"]["circuit_class"], &v["quota"]["circuit_until"]),
+        (&json!("quota"), &json!("2026-06-17T00:00:00Z"))
+    );
     assert_eq!(
         (
             v["storm"]["naive_cycles"].as_u64(),
