@@ -34,7 +34,7 @@ pub struct FilePublisher {
 impl Publisher for FilePublisher {
     fn publish(&mut self, page: &str) -> Result<String, String> {
         let body = format!("# {TITLE}\n\n{page}");
-        crate::state::store::write_atomically(&self.path, body.as_bytes())
+        crate::state::store::write_report(&self.path, body.as_bytes())
             .map(|()| format!("wrote {} bytes", body.len()))
             .map_err(|e| format!("{e:#}"))
     }

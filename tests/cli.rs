@@ -18,6 +18,8 @@ mod costs;
 mod dashboard;
 #[path = "e2e/front_door.rs"]
 mod front_door;
+#[path = "e2e/hostile_files.rs"]
+mod hostile_files;
 #[path = "e2e/identity.rs"]
 mod identity;
 #[path = "e2e/loops.rs"]

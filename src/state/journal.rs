@@ -6,13 +6,14 @@
 //! crash between saving the state and removing the journal never counts a
 //! no-op twice (see `JournalMark`).
 
-use std::fs::{self, OpenOptions};
+use std::fs;
 use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Result, anyhow};
 use chrono::{DateTime, SecondsFormat, Utc};
 
+use super::safe_fs;
 use super::schema::JournalMark;
 use super::store::sidecar;
 
@@ -44,9 +45,17 @@ impl Contents {
 
 pub fn read(state: &Path) -> Result<Contents> {
     let path = path_for(state);
-    let bytes = match fs::read(&path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Contents::default()),
+    let read = || -> std::io::Result<Option<Vec<u8>>> {
+        let Some(mut file) = safe_fs::open_read(&path)? else {
+            return Ok(None);
+        };
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut file, &mut bytes)?;
+        Ok(Some(bytes))
+    };
+    let bytes = match read() {
+        Ok(Some(b)) => b,
+        Ok(None) => return Ok(Contents::default()),
         Err(e) => {
             return Err(anyhow!(
                 "cannot read the no-op journal `{}`: {e}; check its permissions",
@@ -74,16 +83,12 @@ pub fn read(state: &Path) -> Result<Contents> {
 /// Count one no-op. Creates the journal with the epoch after the state's mark.
 pub fn append(state: &Path, mark: JournalMark, now: DateTime<Utc>, head: &str) -> Result<()> {
     let path = path_for(state);
-    let mut file = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-        .map_err(|e| {
-            anyhow!(
-                "cannot append to the no-op journal `{}`: {e}; check that the directory is writable",
-                path.display()
-            )
-        })?;
+    let (mut file, _) = safe_fs::open_append(&path, Some(state)).map_err(|e| {
+        anyhow!(
+            "cannot append to the no-op journal `{}`: {e}; check that the directory is writable",
+            path.display()
+        )
+    })?;
     let mut line = String::new();
     if file.metadata().map(|m| m.len()).unwrap_or(0) == 0 {
         line.push_str(&format!("{MAGIC}{}\n", mark.epoch.wrapping_add(1)));
@@ -128,6 +133,7 @@ pub fn clear(state: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs::OpenOptions;
 
     fn now() -> DateTime<Utc> {
         "2026-06-16T00:00:00Z".parse().unwrap()
