@@ -1,10 +1,11 @@
 //! A hostile state directory: links planted wherever sentinel writes. Each
 //! is refused or replaced, never written through: the file a link points to
-//! keeps its bytes, whatever the tick does.
+//! keeps its bytes, whatever the tick does. And a save keeps the state's
+//! mode and owner, which new sidecars take too.
 
 use std::fs;
 use std::io::Write;
-use std::os::unix::fs::symlink;
+use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 
 use crate::util::{Output, Sandbox, WATCHED, at, sidecar};
@@ -136,4 +137,50 @@ fn a_planted_dashboard_file_link_is_never_written_through() {
     expect_code(&out, 10);
     assert!(out.stdout.contains("symbolic link"), "{}", out.stdout);
     untouched(&victim, &page);
+}
+
+fn mode(path: &Path) -> u32 {
+    fs::metadata(path).unwrap().permissions().mode() & 0o7777
+}
+
+#[test]
+fn a_save_keeps_the_state_mode_and_new_journals_take_it() {
+    let sb = Sandbox::with_files(&FIVE);
+    expect_code(&sb.tick(&at(0), &[]), 10);
+    fs::set_permissions(&sb.state, fs::Permissions::from_mode(0o600)).unwrap();
+    expect_code(&sb.tick(&at(2), &[]), 0);
+    assert_eq!(mode(&sb.journal()), 0o600, "the no-op journal");
+    edit(&sb);
+    expect_code(&sb.tick(&at(4), &[]), 12);
+    assert_eq!(mode(&sb.state), 0o600, "0600 stays 0600");
+    expect_code(&sb.tick(&at(6), &["--trigger", "push"]), 0);
+    assert_eq!(
+        mode(&sidecar(&sb.state, ".start")),
+        0o600,
+        "the start sidecar"
+    );
+}
+
+#[test]
+fn a_save_as_root_keeps_the_state_owner() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return; // Only root can give a file away; the mode test covers the rest.
+    }
+    let sb = Sandbox::with_files(&FIVE);
+    expect_code(&sb.tick(&at(0), &[]), 10);
+    std::os::unix::fs::chown(&sb.state, Some(65534), Some(65534)).unwrap();
+    expect_code(&sb.tick(&at(2), &[]), 0);
+    let owner = |p: &Path| {
+        let m = fs::metadata(p).unwrap();
+        (m.uid(), m.gid())
+    };
+    assert_eq!(owner(&sb.journal()), (65534, 65534), "the no-op journal");
+    edit(&sb);
+    expect_code(&sb.tick(&at(4), &[]), 12);
+    assert_eq!(
+        owner(&sb.state),
+        (65534, 65534),
+        "the state keeps its owner"
+    );
 }
