@@ -264,6 +264,7 @@ fn ordinary_day(gitlab: bool) {
             "noop_rate": 0.9972,
             "by_reason": {"first_run": 1, "repo_changed": 1, "none": 718},
             "unsaved_noops": 359,
+            "malformed_noop_lines": 0,
             "last_wake_reason": "repo_changed",
             "last_head": noon_head,
             "last_evidence": evidence,

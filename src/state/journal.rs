@@ -28,8 +28,10 @@ pub fn path_for(state: &Path) -> PathBuf {
 pub struct Contents {
     /// `None` when the file is missing.
     pub epoch: Option<u64>,
-    /// Complete no-op lines after the epoch line.
+    /// Well-formed no-op lines after the epoch line.
     pub lines: u64,
+    /// Complete lines that are not no-op lines (skipped, not counted).
+    pub malformed: u64,
 }
 
 impl Contents {
@@ -73,11 +75,30 @@ pub fn read(state: &Path) -> Result<Contents> {
         .and_then(|n| n.parse().ok())
         .unwrap_or(u64::MAX);
     // A line torn by a crash has no newline and is not counted.
-    let count = lines.filter(|l| l.ends_with(b"\n")).count() as u64;
+    let (good, bad): (Vec<&[u8]>, Vec<&[u8]>) = lines
+        .filter(|l| l.ends_with(b"\n"))
+        .partition(|l| well_formed(l));
     Ok(Contents {
         epoch: Some(epoch),
-        lines: count,
+        lines: good.len() as u64,
+        malformed: bad.len() as u64,
     })
+}
+
+/// `<RFC 3339 time> <short head or ->\n`, as `append` writes it.
+fn well_formed(line: &[u8]) -> bool {
+    let Some(text) = std::str::from_utf8(line)
+        .ok()
+        .and_then(|l| l.strip_suffix('\n'))
+    else {
+        return false;
+    };
+    let Some((ts, head)) = text.split_once(' ') else {
+        return false;
+    };
+    DateTime::parse_from_rfc3339(ts).is_ok()
+        && (1..=64).contains(&head.len())
+        && head.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
 }
 
 /// Count one no-op. Creates the journal with the epoch after the state's mark.

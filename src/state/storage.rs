@@ -152,6 +152,7 @@ impl Storage for MemoryStorage {
             Some((epoch, lines)) => Contents {
                 epoch: Some(epoch),
                 lines,
+                malformed: 0,
             },
             None => Contents::default(),
         })

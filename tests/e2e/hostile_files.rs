@@ -184,3 +184,25 @@ fn a_save_as_root_keeps_the_state_owner() {
         "the state keeps its owner"
     );
 }
+
+#[test]
+fn only_well_formed_journal_lines_count_as_noops_and_the_rest_are_counted_as_malformed() {
+    let sb = Sandbox::with_files(&FIVE);
+    expect_code(&sb.tick(&at(0), &[]), 10);
+    expect_code(&sb.tick(&at(2), &[]), 0);
+    expect_code(&sb.tick(&at(4), &[]), 0);
+    let mut journal = fs::OpenOptions::new()
+        .append(true)
+        .open(sb.journal())
+        .unwrap();
+    journal
+        .write_all(b"garbage\n\n2026-99-99T00:00:00Z abc\nnot a time abc\n\xff\xfe\n")
+        .unwrap();
+    let wake = &sb.stats()["wake"];
+    assert_eq!(wake["unsaved_noops"], 2, "{wake}");
+    assert_eq!(wake["malformed_noop_lines"], 5, "{wake}");
+    edit(&sb);
+    expect_code(&sb.tick(&at(6), &[]), 12);
+    let wake = &sb.stats()["wake"];
+    assert_eq!(wake["noops"], 2, "two real no-ops, never seven: {wake}");
+}
