@@ -206,3 +206,37 @@ fn only_well_formed_journal_lines_count_as_noops_and_the_rest_are_counted_as_mal
     let wake = &sb.stats()["wake"];
     assert_eq!(wake["noops"], 2, "two real no-ops, never seven: {wake}");
 }
+
+#[test]
+fn a_failed_codequality_write_after_the_save_says_the_state_was_saved_and_exits_1() {
+    let sb = Sandbox::with_files(&FIVE);
+    let report = sb.root().join("no-such-dir").join("gl-code-quality.json");
+    let out = sb.tick(&at(0), &["--codequality", report.to_str().unwrap()]);
+    expect_code(&out, 1);
+    let said = &out.stderr;
+    assert!(
+        said.contains(&format!("the state `{}` was saved", sb.state.display())),
+        "{said}"
+    );
+    assert!(said.contains("Code Quality report"), "{said}");
+    assert!(said.contains(&format!("`{}`", report.display())), "{said}");
+    assert!(!said.contains("previous state was kept"), "{said}");
+    assert!(sb.state.is_file(), "the state was saved");
+    expect_code(&sb.tick(&at(2), &[]), 0);
+}
+
+#[test]
+fn a_failed_dashboard_file_write_names_the_dashboard_and_the_state_is_saved() {
+    let sb = Sandbox::with_files(&FIVE);
+    let page = sb.root().join("no-such-dir").join("dashboard.md");
+    let out = sb.tick(&at(0), &["--dashboard-file", page.to_str().unwrap()]);
+    expect_code(&out, 10);
+    let said = &out.stdout;
+    assert!(
+        said.contains("the dashboard file was not written"),
+        "{said}"
+    );
+    assert!(said.contains(&page.display().to_string()), "{said}");
+    assert!(!said.contains("previous state was kept"), "{said}");
+    assert!(sb.state.is_file(), "the state was saved");
+}
