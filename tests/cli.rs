@@ -16,6 +16,8 @@ mod agents;
 mod costs;
 #[path = "e2e/dashboard.rs"]
 mod dashboard;
+#[path = "e2e/escaping.rs"]
+mod escaping;
 #[path = "e2e/front_door.rs"]
 mod front_door;
 #[path = "e2e/hostile_files.rs"]

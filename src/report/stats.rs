@@ -265,7 +265,8 @@ fn table(title: &str, rows: Vec<(String, String)>) -> String {
     let mut b = Builder::default();
     b.push_record([title.to_string(), String::new()]);
     for (k, v) in rows {
-        b.push_record([k, v]);
+        let cell = |s: String| super::escape::terminal(&s).into_owned();
+        b.push_record([cell(k), cell(v)]);
     }
     let mut t = b.build();
     t.with(Style::rounded().remove_horizontals());
