@@ -8,6 +8,7 @@ use std::io::Write;
 use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 
+use crate::util::openai::FakeOpenAi;
 use crate::util::{Output, Sandbox, WATCHED, at, sidecar};
 use crate::{FIVE, expect_code};
 
@@ -239,4 +240,24 @@ fn a_failed_dashboard_file_write_names_the_dashboard_and_the_state_is_saved() {
     assert!(said.contains(&page.display().to_string()), "{said}");
     assert!(!said.contains("previous state was kept"), "{said}");
     assert!(sb.state.is_file(), "the state was saved");
+}
+
+#[test]
+fn a_planted_decisions_link_is_never_written_through_and_no_call_is_made() {
+    let sb = Sandbox::new();
+    sb.repo
+        .write("src/auth.js", "// auth\nmodule.exports = 1;\n");
+    sb.repo.commit("initial files");
+    let decisions = sidecar(&sb.state, ".decisions");
+    let victim = plant(&sb, &decisions);
+    let ai = FakeOpenAi::start();
+    let out = sb.advisor_tick_cmd(&ai, &at(0)).output();
+    expect_code(&out, 10);
+    assert_eq!(ai.posts(), 0, "no call without the journal");
+    assert!(
+        out.stdout.contains(&format!("`{}`", decisions.display())),
+        "{}",
+        out.stdout
+    );
+    untouched(&victim, &decisions);
 }
