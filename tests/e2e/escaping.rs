@@ -95,3 +95,25 @@ fn the_dashboard_page_cannot_be_given_a_quick_action_a_link_or_a_broken_table() 
     assert!(!page.contains("](https://evil"), "a link: {page}");
     assert!(!page.replace("\\<", "").contains("<img"), "a tag: {page}");
 }
+
+#[test]
+fn the_stats_tables_show_a_hostile_state_value_escaped() {
+    let sb = Sandbox::with_files(&["a.js"]);
+    expect_code(&sb.tick(&at(0), &[]), 10);
+    let text = fs::read_to_string(&sb.state).unwrap();
+    let head = sb.stats()["wake"]["last_head"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // An edited state: the full parse reads it, the tables print it.
+    let edited = text.replacen(&head, "\\u001b[2J\\u202evil\\nx", 1);
+    fs::write(&sb.state, edited).unwrap();
+    let out = sb.sentinel(["stats", "--state"]).arg(&sb.state).output();
+    expect_code(&out, 0);
+    no_raw_controls(&out.stdout);
+    assert!(
+        out.stdout.contains("\\u{1b}[2J\\u{202e}vil\\nx"),
+        "{}",
+        out.stdout
+    );
+}
