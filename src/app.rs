@@ -274,13 +274,14 @@ fn run_stats(args: StatsArgs) -> Result<u8> {
             path.display()
         );
     };
-    let unsaved = journal::read(&path)?.unfolded(state.journal);
-    let s = stats::compute(
+    let contents = journal::read(&path)?;
+    let mut s = stats::compute(
         &state,
-        unsaved,
+        contents.unfolded(state.journal),
         args.now.unwrap_or_else(Utc::now),
         args.daily_budget,
     );
+    s.wake.malformed_noop_lines = contents.malformed;
     match (args.json, args.format) {
         (true, _) | (_, StatsFormat::Json) => emit(format!("{}\n", serde_json::to_string(&s)?))?,
         (_, StatsFormat::Prometheus) => emit(stats::prometheus(&s))?,

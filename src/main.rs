@@ -9,7 +9,8 @@ fn main() -> ExitCode {
     match sentinel::app::run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
-            eprintln!("error: {err:#}");
+            let message = format!("{err:#}");
+            eprintln!("error: {}", sentinel::report::escape::terminal(&message));
             ExitCode::from(sentinel::exit::for_error(&err))
         }
     }

@@ -34,9 +34,9 @@ pub struct FilePublisher {
 impl Publisher for FilePublisher {
     fn publish(&mut self, page: &str) -> Result<String, String> {
         let body = format!("# {TITLE}\n\n{page}");
-        crate::state::store::write_atomically(&self.path, body.as_bytes())
+        crate::state::store::write_report(&self.path, body.as_bytes())
             .map(|()| format!("wrote {} bytes", body.len()))
-            .map_err(|e| format!("{e:#}"))
+            .map_err(|e| format!("the dashboard file was not written: {e:#}"))
     }
     fn target(&self) -> String {
         self.path.display().to_string()

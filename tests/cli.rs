@@ -16,8 +16,12 @@ mod agents;
 mod costs;
 #[path = "e2e/dashboard.rs"]
 mod dashboard;
+#[path = "e2e/escaping.rs"]
+mod escaping;
 #[path = "e2e/front_door.rs"]
 mod front_door;
+#[path = "e2e/hostile_files.rs"]
+mod hostile_files;
 #[path = "e2e/identity.rs"]
 mod identity;
 #[path = "e2e/loops.rs"]
@@ -262,6 +266,7 @@ fn ordinary_day(gitlab: bool) {
             "noop_rate": 0.9972,
             "by_reason": {"first_run": 1, "repo_changed": 1, "none": 718},
             "unsaved_noops": 359,
+            "malformed_noop_lines": 0,
             "last_wake_reason": "repo_changed",
             "last_head": noon_head,
             "last_evidence": evidence,

@@ -6,6 +6,7 @@ use std::fmt::Write;
 use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};
 
+use super::escape;
 use crate::gate::policy::hex;
 use crate::llm::client::Severity;
 use crate::state::State;
@@ -55,7 +56,7 @@ pub fn render(state: &State, web_url: Option<&str>, now: DateTime<Utc>) -> Strin
             "**Stuck** (an agent rewrote them more often than `--max-rewrites` allows; `sentinel reset PATH` hands them over again): {}.\n",
             stuck
                 .iter()
-                .map(|p| format!("`{p}`"))
+                .map(|p| escape::code(p))
                 .collect::<Vec<_>>()
                 .join(", ")
         );
@@ -70,7 +71,8 @@ pub fn render(state: &State, web_url: Option<&str>, now: DateTime<Utc>) -> Strin
     for (path, p) in &state.llm.proposals {
         let _ = writeln!(
             out,
-            "| `{path}` | {} | {} | {} |",
+            "| {} | {} | {} | {} |",
+            escape::code(path),
             worst(&p.findings),
             findings_cell(path, p, web_url, head),
             p.ts.date_naive()
@@ -118,7 +120,7 @@ fn findings_cell(
     head: Option<&str>,
 ) -> String {
     if p.findings.is_empty() {
-        return escape(&p.reason);
+        return escape::markdown(&p.reason);
     }
     p.findings
         .iter()
@@ -126,12 +128,18 @@ fn findings_cell(
             let line = f.line.max(1);
             let at = match (web_url, head) {
                 (Some(url), Some(sha)) => format!(
-                    "[L{line}]({}/-/blob/{sha}/{path}#L{line})",
-                    url.trim_end_matches('/')
+                    "[L{line}]({}/-/blob/{}/{}#L{line})",
+                    url.trim_end_matches('/'),
+                    escape::url_path(sha),
+                    escape::url_path(path)
                 ),
                 _ => format!("L{line}"),
             };
-            format!("{at} {}: {}", severity(f.severity), escape(&f.message))
+            format!(
+                "{at} {}: {}",
+                severity(f.severity),
+                escape::markdown(&f.message)
+            )
         })
         .collect::<Vec<_>>()
         .join("<br>")
@@ -145,11 +153,6 @@ fn severity(s: Severity) -> &'static str {
         Severity::Critical => "critical",
         Severity::Blocker => "blocker",
     }
-}
-
-/// Table cells cannot hold `|` or line breaks.
-fn escape(s: &str) -> String {
-    s.replace('|', "\\|").replace(['\n', '\r'], " ")
 }
 
 /// The page without its health line: a change of health alone (another

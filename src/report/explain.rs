@@ -134,16 +134,17 @@ fn stands_not(
 pub fn render(e: &Explanation) -> String {
     use std::fmt::Write;
     let mut out = String::new();
-    let _ = writeln!(out, "file: {}", e.path);
-    let _ = writeln!(out, "verdict: {}", e.verdict);
+    let t = |s: &str| super::escape::terminal(s).into_owned();
+    let _ = writeln!(out, "file: {}", t(&e.path));
+    let _ = writeln!(out, "verdict: {}", t(&e.verdict));
     if let Some(err) = &e.error {
-        let _ = writeln!(out, "error: {err}");
+        let _ = writeln!(out, "error: {}", t(err));
     }
     let _ = writeln!(
         out,
         "remembered: {}\ncurrent:    {}",
-        e.remembered_fingerprint.as_deref().unwrap_or("-"),
-        e.current_fingerprint.as_deref().unwrap_or("-")
+        t(e.remembered_fingerprint.as_deref().unwrap_or("-")),
+        t(e.current_fingerprint.as_deref().unwrap_or("-"))
     );
     if !e.parts.is_empty() {
         let mut b = tabled::builder::Builder::default();
@@ -151,8 +152,8 @@ pub fn render(e: &Explanation) -> String {
         for p in &e.parts {
             b.push_record([
                 p.part.to_string(),
-                p.remembered.clone(),
-                p.current.clone().unwrap_or_else(|| "-".into()),
+                t(&p.remembered),
+                t(p.current.as_deref().unwrap_or("-")),
                 if p.differs {
                     "differs".into()
                 } else {
@@ -170,8 +171,8 @@ pub fn render(e: &Explanation) -> String {
                 out,
                 "last decision: {} ({}) by {} at {}",
                 d.outcome.as_str(),
-                d.reason,
-                d.by.as_deref().unwrap_or("-"),
+                t(&d.reason),
+                t(d.by.as_deref().unwrap_or("-")),
                 d.ts.to_rfc3339()
             );
         }
@@ -185,7 +186,7 @@ pub fn render(e: &Explanation) -> String {
         e.evaluations, e.reuses, e.estimated_tokens_saved
     );
     if !e.deps.is_empty() {
-        let _ = writeln!(out, "local dependencies: {}", e.deps.join(", "));
+        let _ = writeln!(out, "local dependencies: {}", t(&e.deps.join(", ")));
     }
     out
 }

@@ -3,6 +3,7 @@
 pub mod codequality;
 pub mod costs;
 pub mod dashboard;
+pub mod escape;
 pub mod explain;
 pub mod stats;
 
@@ -12,8 +13,13 @@ use tabled::settings::Style;
 use crate::state::Outcome;
 use crate::tick::{TickReport, short_id};
 
-/// The one line a tick prints on stderr.
+/// The one line a tick prints on stderr, escaped for the terminal: paths,
+/// notes and peers' errors can hold anything.
 pub fn tick_line(r: &TickReport) -> String {
+    escape::terminal(&verdict_line(r)).into_owned()
+}
+
+fn verdict_line(r: &TickReport) -> String {
     if let Some(line) = idle_line(r) {
         return line;
     }

@@ -21,6 +21,8 @@ pub struct WakeStats {
     pub by_reason: BTreeMap<String, u64>,
     /// No-op ticks counted in the journal but not yet folded into the state.
     pub unsaved_noops: u64,
+    /// Lines of the no-op journal that are not no-op lines: skipped, never counted.
+    pub malformed_noop_lines: u64,
     pub last_wake_reason: Option<String>,
     pub last_head: Option<String>,
     pub last_evidence: Option<String>,
@@ -149,6 +151,7 @@ pub fn compute(state: &State, unsaved: u64, now: DateTime<Utc>, daily_budget: f6
             noop_rate: ratio(noops, ticks),
             by_reason,
             unsaved_noops: unsaved,
+            malformed_noop_lines: 0,
             last_wake_reason: w.last_wake_reason.clone(),
             last_head: w.last_head.clone(),
             last_evidence: w.last_evidence.clone(),
@@ -262,7 +265,8 @@ fn table(title: &str, rows: Vec<(String, String)>) -> String {
     let mut b = Builder::default();
     b.push_record([title.to_string(), String::new()]);
     for (k, v) in rows {
-        b.push_record([k, v]);
+        let cell = |s: String| super::escape::terminal(&s).into_owned();
+        b.push_record([cell(k), cell(v)]);
     }
     let mut t = b.build();
     t.with(Style::rounded().remove_horizontals());
@@ -303,6 +307,10 @@ fn wake_rows(w: &WakeStats) -> Vec<(String, String)> {
     }
     rows.extend([
         ("unsaved_noops".into(), w.unsaved_noops.to_string()),
+        (
+            "malformed_noop_lines".into(),
+            w.malformed_noop_lines.to_string(),
+        ),
         ("last_wake_reason".into(), opt(&w.last_wake_reason)),
         ("last_head".into(), opt(&w.last_head)),
     ]);
@@ -574,6 +582,12 @@ fn wake_metrics(out: &mut Exposition, w: &WakeStats) {
         "gauge",
         "No-op ticks counted in the journal, not yet folded into the state.",
         &one(w.unsaved_noops as f64),
+    );
+    out.metric(
+        "malformed_noop_lines",
+        "gauge",
+        "Lines of the no-op journal that are not no-op lines, skipped.",
+        &one(w.malformed_noop_lines as f64),
     );
 }
 

@@ -10,12 +10,12 @@
 //! as for the no-op journal), so a crash between the save and the removal
 //! of the journal never replays an entry twice.
 //!
-//! The file is created with `O_EXCL` under a temporary name and renamed
-//! into place, and it is never opened through a symbolic link.
+//! The file is created with `O_EXCL` under a random temporary name and
+//! renamed into place, and it is never opened through a symbolic link.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Write};
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Result, anyhow};
@@ -23,6 +23,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sha1::Digest as _;
 
+use super::safe_fs;
 use super::schema::{JournalMark, Outcome};
 use super::store::sidecar;
 use crate::llm::client::Finding;
@@ -234,7 +235,11 @@ pub fn append(state: &Path, epoch: u64, line: &Line) -> Result<()> {
     let mut text = serde_json::to_string(line)?;
     text.push('\n');
     let appended = (|| -> std::io::Result<bool> {
-        let opts = OpenOptions::new().read(true).append(true).clone();
+        let opts = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .clone();
         let Some(mut file) = open_regular(&path, &opts)? else {
             return Ok(false);
         };
@@ -254,36 +259,8 @@ pub fn append(state: &Path, epoch: u64, line: &Line) -> Result<()> {
     if appended {
         return Ok(());
     }
-    create(&path, &format!("{}{text}", epoch_line(epoch))).map_err(|e| write_error(&path, e))
-}
-
-/// A new journal: written whole under an `O_EXCL` temporary name, fsynced,
-/// then renamed into place, so it never exists without its epoch line.
-fn create(path: &Path, text: &str) -> std::io::Result<()> {
-    let tmp = sidecar(path, &format!(".tmp-{}", std::process::id()));
-    let open = || OpenOptions::new().write(true).create_new(true).open(&tmp);
-    let mut file = match open() {
-        // Left by a killed tick of the same pid: only the lock holder writes here.
-        Err(e) if e.kind() == ErrorKind::AlreadyExists => {
-            fs::remove_file(&tmp)?;
-            open()?
-        }
-        other => other?,
-    };
-    let result = (|| {
-        file.write_all(text.as_bytes())?;
-        file.sync_all()?;
-        fs::rename(&tmp, path)?;
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        File::open(dir)?.sync_all()
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
+    let whole = format!("{}{text}", epoch_line(epoch));
+    safe_fs::replace(&path, whole.as_bytes(), Some(state)).map_err(|e| write_error(&path, e))
 }
 
 /// Remove the journal once a saved state with `mark` holds all of it; a

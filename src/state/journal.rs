@@ -6,13 +6,14 @@
 //! crash between saving the state and removing the journal never counts a
 //! no-op twice (see `JournalMark`).
 
-use std::fs::{self, OpenOptions};
+use std::fs;
 use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Result, anyhow};
 use chrono::{DateTime, SecondsFormat, Utc};
 
+use super::safe_fs;
 use super::schema::JournalMark;
 use super::store::sidecar;
 
@@ -27,8 +28,10 @@ pub fn path_for(state: &Path) -> PathBuf {
 pub struct Contents {
     /// `None` when the file is missing.
     pub epoch: Option<u64>,
-    /// Complete no-op lines after the epoch line.
+    /// Well-formed no-op lines after the epoch line.
     pub lines: u64,
+    /// Complete lines that are not no-op lines (skipped, not counted).
+    pub malformed: u64,
 }
 
 impl Contents {
@@ -44,9 +47,17 @@ impl Contents {
 
 pub fn read(state: &Path) -> Result<Contents> {
     let path = path_for(state);
-    let bytes = match fs::read(&path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Contents::default()),
+    let read = || -> std::io::Result<Option<Vec<u8>>> {
+        let Some(mut file) = safe_fs::open_read(&path)? else {
+            return Ok(None);
+        };
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut file, &mut bytes)?;
+        Ok(Some(bytes))
+    };
+    let bytes = match read() {
+        Ok(Some(b)) => b,
+        Ok(None) => return Ok(Contents::default()),
         Err(e) => {
             return Err(anyhow!(
                 "cannot read the no-op journal `{}`: {e}; check its permissions",
@@ -64,26 +75,41 @@ pub fn read(state: &Path) -> Result<Contents> {
         .and_then(|n| n.parse().ok())
         .unwrap_or(u64::MAX);
     // A line torn by a crash has no newline and is not counted.
-    let count = lines.filter(|l| l.ends_with(b"\n")).count() as u64;
+    let (good, bad): (Vec<&[u8]>, Vec<&[u8]>) = lines
+        .filter(|l| l.ends_with(b"\n"))
+        .partition(|l| well_formed(l));
     Ok(Contents {
         epoch: Some(epoch),
-        lines: count,
+        lines: good.len() as u64,
+        malformed: bad.len() as u64,
     })
+}
+
+/// `<RFC 3339 time> <short head or ->\n`, as `append` writes it.
+fn well_formed(line: &[u8]) -> bool {
+    let Some(text) = std::str::from_utf8(line)
+        .ok()
+        .and_then(|l| l.strip_suffix('\n'))
+    else {
+        return false;
+    };
+    let Some((ts, head)) = text.split_once(' ') else {
+        return false;
+    };
+    DateTime::parse_from_rfc3339(ts).is_ok()
+        && (1..=64).contains(&head.len())
+        && head.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
 }
 
 /// Count one no-op. Creates the journal with the epoch after the state's mark.
 pub fn append(state: &Path, mark: JournalMark, now: DateTime<Utc>, head: &str) -> Result<()> {
     let path = path_for(state);
-    let mut file = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-        .map_err(|e| {
-            anyhow!(
-                "cannot append to the no-op journal `{}`: {e}; check that the directory is writable",
-                path.display()
-            )
-        })?;
+    let (mut file, _) = safe_fs::open_append(&path, Some(state)).map_err(|e| {
+        anyhow!(
+            "cannot append to the no-op journal `{}`: {e}; check that the directory is writable",
+            path.display()
+        )
+    })?;
     let mut line = String::new();
     if file.metadata().map(|m| m.len()).unwrap_or(0) == 0 {
         line.push_str(&format!("{MAGIC}{}\n", mark.epoch.wrapping_add(1)));
@@ -128,6 +154,7 @@ pub fn clear(state: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs::OpenOptions;
 
     fn now() -> DateTime<Utc> {
         "2026-06-16T00:00:00Z".parse().unwrap()

@@ -3,6 +3,7 @@
 
 pub mod decisions;
 pub mod journal;
+pub mod safe_fs;
 pub mod schema;
 pub mod storage;
 pub mod store;

@@ -95,7 +95,7 @@ impl Storage for FileStorage {
         store::write_start(&self.path, now)
     }
     fn write_report(&mut self, path: &Path, bytes: &[u8]) -> Result<()> {
-        store::write_atomically(path, bytes)
+        store::write_report(path, bytes)
     }
 }
 
@@ -152,6 +152,7 @@ impl Storage for MemoryStorage {
             Some((epoch, lines)) => Contents {
                 epoch: Some(epoch),
                 lines,
+                malformed: 0,
             },
             None => Contents::default(),
         })

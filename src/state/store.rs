@@ -9,11 +9,13 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow, bail};
 use serde::Deserialize;
 
+use super::safe_fs;
 use super::schema::{Header, SCHEMA, State};
 
 /// A longer first line is not a header written by sentinel.
@@ -70,10 +72,14 @@ pub fn try_lock(state: &Path) -> Result<LockAttempt> {
         }
     }
     let path = sidecar(state, ".lock");
+    if safe_fs::is_link(&path) {
+        return Err(anyhow!(safe_fs::link_error(&path)));
+    }
     let file = OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(&path)
         .with_context(|| {
             format!(
@@ -101,6 +107,7 @@ struct HeaderLine {
 /// The header only, read from the first line; `None` when the file is missing.
 /// Falls back to a full load when the fast layout does not match.
 pub fn load_header(path: &Path) -> Result<Option<Header>> {
+    refuse_link(path)?;
     let file = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
@@ -130,6 +137,7 @@ fn parse_header_line(line: &[u8], total: u64) -> Option<Header> {
 
 /// The whole state; `None` when the file is missing (first run).
 pub fn load(path: &Path) -> Result<Option<State>> {
+    refuse_link(path)?;
     let bytes = match fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
@@ -167,6 +175,18 @@ pub fn load(path: &Path) -> Result<Option<State>> {
             )
         }
     }
+}
+
+/// A state path that is a symbolic link is refused on every tick, no-op or
+/// save alike: what it points to is not sentinel's to read or replace.
+fn refuse_link(path: &Path) -> Result<()> {
+    if safe_fs::is_link(path) {
+        bail!(
+            "state file `{}` is a symbolic link, and sentinel never writes through one; point --state at the real file",
+            path.display()
+        );
+    }
+    Ok(())
 }
 
 fn check_schema(path: &Path, schema: u32) -> Result<()> {
@@ -207,16 +227,13 @@ pub fn read_start(state: &Path) -> Option<chrono::DateTime<chrono::Utc>> {
 /// touched, so a triggered no-op still leaves it byte-identical).
 pub fn write_start(state: &Path, now: chrono::DateTime<chrono::Utc>) -> Result<()> {
     let path = sidecar(state, ".start");
-    fs::write(
-        &path,
-        format!(
-            "{}\n",
-            now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-        ),
-    )
-    .with_context(|| {
-        format!(
-            "cannot write `{}`; check that the state directory is writable",
+    let text = format!(
+        "{}\n",
+        now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+    );
+    safe_fs::replace(&path, text.as_bytes(), Some(state)).map_err(|e| {
+        anyhow!(
+            "cannot write `{}`: {e}; check that the state directory is writable",
             path.display()
         )
     })
@@ -282,26 +299,20 @@ fn remove_stale_temps(path: &Path) {
 }
 
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let tmp = sidecar(path, &format!(".tmp-{}", std::process::id()));
-    let result = (|| -> std::io::Result<()> {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        fs::rename(&tmp, path)?;
-        File::open(&dir)?.sync_all()
-    })();
-    result.map_err(|e| {
-        let _ = fs::remove_file(&tmp);
+    safe_fs::replace(path, bytes, None).map_err(|e| {
         anyhow!(
             "cannot save state file `{}`: {e}; the previous state was kept, check that the directory is writable",
+            path.display()
+        )
+    })
+}
+
+/// Replace a report file (the Code Quality report, the dashboard file) the
+/// same way; it is not the state, so its error says nothing of the state.
+pub fn write_report(path: &Path, bytes: &[u8]) -> Result<()> {
+    safe_fs::replace(path, bytes, None).map_err(|e| {
+        anyhow!(
+            "cannot write `{}`: {e}; check that its directory is writable",
             path.display()
         )
     })

@@ -192,7 +192,13 @@ pub(super) fn write(
             .map(|(p, _)| p.clone())
             .collect();
         let bytes = crate::report::codequality::render_with(&state.llm.proposals, &stuck)?;
-        storage.write_report(path, &bytes)?;
+        // The state is saved by now: say so, and which write failed.
+        storage.write_report(path, &bytes).map_err(|e| {
+            anyhow::anyhow!(
+                "the state `{}` was saved; only the Code Quality report failed: {e:#}; the next waking tick writes it again",
+                cfg.state.display()
+            )
+        })?;
         report.writes.push(WriteLog {
             kind: "codequality",
             target: path.display().to_string(),

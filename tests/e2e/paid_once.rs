@@ -6,12 +6,12 @@
 //! A save fails through the file-size limit (`ulimit -f`, with SIGXFSZ
 //! ignored, as a full disk fails a write): the state is larger than the
 //! limit, the journal's few lines are not, and this works for any user. The
-//! kill lands on a tick blocked in its save: the temporary file the save
-//! opens is a FIFO no one reads, and the fake provider holds its answer
-//! until that FIFO exists.
+//! kill lands on a tick between two paid calls: the fake provider answers
+//! the first and holds the second, so the first answer is journaled and
+//! nothing is saved yet.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -193,11 +193,6 @@ fn a_failed_save_never_commits_the_same_patch_twice() {
     assert!(state["llm"]["proposals"][AUTH]["patch_pending"].is_null());
 }
 
-/// Whether `pid` is blocked opening a FIFO no one reads (Linux).
-fn blocked_on_fifo(pid: u32) -> bool {
-    fs::read_to_string(format!("/proc/{pid}/wchan")).is_ok_and(|w| w == "wait_for_partner")
-}
-
 /// Wait, without sleeping, until `ready` holds; panics when `child` ends first.
 fn until(child: &mut Child, mut ready: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -205,52 +200,56 @@ fn until(child: &mut Child, mut ready: impl FnMut() -> bool) {
         if let Some(status) = child.try_wait().unwrap() {
             panic!("sentinel ended before it was killed: {status}");
         }
-        assert!(Instant::now() < deadline, "sentinel never reached its save");
+        assert!(
+            Instant::now() < deadline,
+            "sentinel never reached its second call"
+        );
         std::thread::yield_now();
     }
 }
 
-fn mkfifo(path: &Path) {
-    let status = Command::new("mkfifo").arg(path).status().expect("mkfifo");
-    assert!(status.success(), "mkfifo {}", path.display());
+/// A second high-risk file: the call the tick is killed in.
+const TOKEN: &str = "src/auth-token.js";
+
+/// The completions whose question is about `path`.
+fn asked_about(ai: &FakeOpenAi, path: &str) -> usize {
+    ai.requests()
+        .iter()
+        .filter(|r| r.is_completion() && String::from_utf8_lossy(&r.body).contains(path))
+        .count()
 }
 
 #[test]
 fn a_tick_killed_after_the_answer_and_before_the_save_pays_once() {
     let sb = sandbox();
+    sb.repo.write(TOKEN, "// token\nmodule.exports = 3;\n");
+    sb.repo.commit("a second high-risk file");
     fs::create_dir_all(sb.state.parent().unwrap()).unwrap();
     let ai = FakeOpenAi::start();
-    ai.hold();
+    // The first call is answered; the tick is killed waiting for the second,
+    // after the first answer was journaled and before any save.
+    ai.hold_after(1);
     let mut child = sb.advisor_tick_cmd(&ai, &at(0)).spawn();
-    // The save writes `<state>.tmp-<pid>` first: a FIFO there blocks it.
-    let fifo = sidecar(&sb.state, &format!(".tmp-{}", child.id()));
-    mkfifo(&fifo);
-    ai.release();
     let journal = decisions(&sb);
-    let pid = child.id();
     until(&mut child, || {
-        ai.posts() == 1
-            && (blocked_on_fifo(pid)
-                || fs::read_to_string(&journal).is_ok_and(|j| j.contains("\"kind\":\"answer\"")))
+        ai.posts() == 2
+            && fs::read_to_string(&journal).is_ok_and(|j| j.contains("\"kind\":\"answer\""))
     });
     child.kill().unwrap();
     let status = child.wait().unwrap();
     assert!(status.code().is_none(), "killed, not exited: {status}");
     assert!(!sb.state.exists(), "killed before the save");
+    ai.release();
+    let answered = ai
+        .requests()
+        .iter()
+        .find(|r| r.is_completion())
+        .map(|r| String::from_utf8_lossy(&r.body).contains(TOKEN));
+    let first = if answered == Some(true) { TOKEN } else { AUTH };
 
     let r = report(&sb.advisor_tick_cmd(&ai, &at(2)).output(), 10);
-    assert_eq!(ai.posts(), 1, "the answer was paid for once");
-    assert_eq!(entry(&r, AUTH)["outcome"], "llm_skip");
-    assert!(
-        !fifo.exists(),
-        "the next save removes what the killed one left"
-    );
-    let llm = &sb.stats_at(&at(2), 2.0)["llm"];
-    assert_eq!(
-        (&llm["calls_today"], &llm["attempts"]),
-        (&json!(1), &json!(1)),
-        "{llm}"
-    );
+    assert_eq!(asked_about(&ai, first), 1, "the answer was paid for once");
+    assert_eq!(entry(&r, first)["outcome"], "llm_skip");
 }
 
 #[test]

@@ -269,6 +269,30 @@ impl Run {
         Output::from(self.cmd.output().expect("run the sentinel binary"))
     }
 
+    /// Start it behind a shell that waits for one line on stdin and then
+    /// execs sentinel under its own pid: a test learns the pid first.
+    pub fn spawn_gated(self) -> Child {
+        let mut gate = Command::new("sh");
+        gate.arg("-c")
+            .arg("read _ && exec \"$0\" \"$@\"")
+            .arg(self.cmd.get_program())
+            .args(self.cmd.get_args())
+            .env_clear();
+        for (key, value) in self.cmd.get_envs() {
+            if let Some(value) = value {
+                gate.env(key, value);
+            }
+        }
+        if let Some(dir) = self.cmd.get_current_dir() {
+            gate.current_dir(dir);
+        }
+        gate.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the sentinel binary behind its gate")
+    }
+
     /// Start the process without waiting for it; see `Output::wait`.
     pub fn spawn(mut self) -> Child {
         self.cmd

@@ -301,6 +301,8 @@ struct Shared {
     log: Mutex<Vec<Recorded>>,
     /// While true, completions are recorded but not answered (`hold`).
     held: Mutex<bool>,
+    /// Completions still answered before the server holds (`hold_after`).
+    hold_after: Mutex<Option<usize>>,
     released: Condvar,
 }
 
@@ -316,6 +318,7 @@ impl FakeOpenAi {
             default: Mutex::new(Reply::completion()),
             log: Mutex::new(Vec::new()),
             held: Mutex::new(false),
+            hold_after: Mutex::new(None),
             released: Condvar::new(),
         });
         let inner = shared.clone();
@@ -357,8 +360,15 @@ impl FakeOpenAi {
         *lock(&self.shared.held) = true;
     }
 
+    /// Answer the next `n` completions, then hold every later one as `hold`
+    /// does: a test can stop a tick between two calls.
+    pub fn hold_after(&self, n: usize) {
+        *lock(&self.shared.hold_after) = Some(n);
+    }
+
     /// Answer the held completions, and every later one.
     pub fn release(&self) {
+        *lock(&self.shared.hold_after) = None;
         *lock(&self.shared.held) = false;
         self.shared.released.notify_all();
     }
@@ -416,6 +426,16 @@ fn respond(shared: &Shared, req: &Request, conn: &mut Conn<'_>, out: &mut TcpStr
     let completion = recorded.is_completion();
     lock(&shared.log).push(recorded);
     if completion {
+        let mut left = lock(&shared.hold_after);
+        match *left {
+            Some(0) => {
+                *left = None;
+                *lock(&shared.held) = true;
+            }
+            Some(n) => *left = Some(n - 1),
+            None => {}
+        }
+        drop(left);
         wait_while_held(shared);
     }
     send(shared, reply, out)
