@@ -29,7 +29,7 @@ impl Worktree {
         if !dot.join(".gitignore").exists() {
             // Keep the worktree out of the clone's `git status`.
             let _ = std::fs::create_dir_all(&dot);
-            let _ = std::fs::write(dot.join(".gitignore"), "*\n");
+            let _ = crate::state::safe_fs::replace(&dot.join(".gitignore"), b"*\n", None);
         }
         if self.path.join(".git").exists() {
             self.git(

@@ -68,7 +68,7 @@ pub fn try_lock(state: &Path) -> Result<LockAttempt> {
         })?;
         // The default state lives inside the clone; keep it out of `git status`.
         if dir.file_name().is_some_and(|n| n == ".sentinel") {
-            let _ = fs::write(dir.join(".gitignore"), "*\n");
+            let _ = super::safe_fs::replace(&dir.join(".gitignore"), b"*\n", None);
         }
     }
     let path = sidecar(state, ".lock");

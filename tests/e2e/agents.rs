@@ -527,3 +527,16 @@ fn record_under_a_running_tick_is_busy_and_records_nothing() {
     );
     assert_eq!(fs::read(&sb.state).unwrap(), before);
 }
+
+#[test]
+fn a_planted_link_at_the_worktrees_gitignore_is_never_written_through() {
+    let sb = Sandbox::with_files(&["a.js"]);
+    let dot = sb.repo.root.join(".sentinel");
+    fs::create_dir_all(&dot).unwrap();
+    let target = sb.root().join("outside.txt");
+    std::os::unix::fs::symlink(&target, dot.join(".gitignore")).unwrap();
+    let cmd = agent(&sb, SKIP, 0);
+    tick(&sb, 0, &cmd, &[], 10);
+    assert_eq!(runs(&sb).len(), 1);
+    assert!(!target.exists(), "sentinel wrote through the planted link");
+}
