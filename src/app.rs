@@ -34,6 +34,11 @@ const DEFAULT_GITLAB_MAX_READS: usize = 100;
 
 /// Run the parsed command; the returned value is the process exit code.
 pub fn run(cli: Cli) -> Result<u8> {
+    // Before anything is read or printed: every output passes through it.
+    crate::redact::register(crate::redact::Secrets::from_env(
+        |k| std::env::var(k).ok(),
+        &peer_urls(&cli.command),
+    ));
     match cli.command {
         Command::Tick(args) => run_tick(args),
         Command::Stats(args) => run_stats(args),
@@ -43,6 +48,22 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Reset(args) => run_reset(args),
         Command::Record(args) => crate::record::run(args),
     }
+}
+
+/// The peer addresses given as flags: one may carry a proxy's password.
+fn peer_urls(command: &Command) -> Vec<&str> {
+    let (source, llm) = match command {
+        Command::Tick(a) => (Some(&a.source), Some(&a.llm)),
+        Command::Explain(a) => (Some(&a.source), Some(&a.llm)),
+        Command::Record(a) => (Some(&a.source), None),
+        Command::Costs(a) => return a.admin_url.as_deref().into_iter().collect(),
+        _ => (None, None),
+    };
+    let gitlab = source.and_then(|s| s.gitlab_url.as_deref());
+    gitlab
+        .into_iter()
+        .chain(llm.map(|l| l.llm_url.as_str()))
+        .collect()
 }
 
 pub(crate) fn make_source(
@@ -99,11 +120,11 @@ fn run_tick(args: TickArgs) -> Result<u8> {
             patcher: patcher.as_mut().map(|p| p.as_mut() as &mut dyn Patcher),
         },
     )?;
-    eprintln!("{}", report::tick_line(&report));
+    eprintln!("{}", crate::redact::text(&report::tick_line(&report)));
     // A dry run says what it would have done, file by file.
     report.summarise_pending(args.all_pending || args.dry_run);
     if args.json {
-        emit(format!("{}\n", serde_json::to_string(&report)?))?;
+        emit_json(&report)?;
     }
     Ok(report.exit_code)
 }
@@ -283,7 +304,7 @@ fn run_stats(args: StatsArgs) -> Result<u8> {
     );
     s.wake.malformed_noop_lines = contents.malformed;
     match (args.json, args.format) {
-        (true, _) | (_, StatsFormat::Json) => emit(format!("{}\n", serde_json::to_string(&s)?))?,
+        (true, _) | (_, StatsFormat::Json) => emit_json(&s)?,
         (_, StatsFormat::Prometheus) => emit(stats::prometheus(&s))?,
         (_, StatsFormat::Table) => emit(stats::render(&s))?,
     }
@@ -315,7 +336,7 @@ fn run_explain(args: ExplainArgs) -> Result<u8> {
         .then(|| format!("openai:{}", args.llm.model));
     let e = explain::explain(&file, state.files.get(&file), &current, advisor.as_deref());
     if args.json {
-        emit(format!("{}\n", serde_json::to_string(&e)?))?;
+        emit_json(&e)?;
     } else {
         emit(explain::render(&e))?;
     }
@@ -427,7 +448,7 @@ fn run_costs(args: crate::cli::CostsArgs) -> Result<u8> {
         store::save(&path, &state)?;
     }
     if args.json {
-        emit(format!("{}\n", serde_json::to_string(&report)?))?;
+        emit_json(&report)?;
     } else {
         emit(render(&report))?;
     }
@@ -609,9 +630,15 @@ fn run_reset(args: crate::cli::ResetArgs) -> Result<u8> {
     Ok(crate::exit::NONE)
 }
 
-/// Write to stdout. A reader that went away (`sentinel stats | head`) is not
-/// an error: the output was wanted no further.
-fn emit(text: impl std::fmt::Display) -> Result<()> {
+/// One JSON document on stdout, redacted value by value so it stays valid.
+fn emit_json<T: serde::Serialize>(value: &T) -> Result<()> {
+    emit(format!("{}\n", crate::redact::to_string(value)?))
+}
+
+/// Write to stdout, redacted. A reader that went away (`sentinel stats |
+/// head`) is not an error: the output was wanted no further.
+pub(crate) fn emit(text: impl std::fmt::Display) -> Result<()> {
+    let text = crate::redact::text(&text.to_string());
     let mut out = std::io::stdout().lock();
     match write!(out, "{text}").and_then(|()| out.flush()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),

@@ -145,6 +145,7 @@ fn git(repo: &Path, args: &[&str]) -> Option<(bool, String)> {
     for var in ["GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR"] {
         cmd.env_remove(var);
     }
+    crate::redact::scrub_env(&mut cmd);
     let out = cmd
         .env("LC_ALL", "C")
         .stdin(Stdio::null())

@@ -963,8 +963,8 @@ pub struct LlmArgs {
     pub agent_timeout: f64,
     /// Pass one of sentinel's own secrets on to the agent, by name.
     ///
-    /// OPENAI_API_KEY, OPENAI_ADMIN_KEY, SENTINEL_GITLAB_TOKEN and GITLAB_TOKEN
-    /// are removed from the agent's environment unless named here.
+    /// OPENAI_API_KEY, OPENAI_ADMIN_KEY, SENTINEL_GITLAB_TOKEN, GITLAB_TOKEN and
+    /// CI_JOB_TOKEN are removed from the agent's environment unless named here.
     /// Repeatable; in the environment, separate names with `,`.
     #[arg(
         long,

@@ -10,6 +10,7 @@ pub mod llm;
 pub mod patch;
 pub mod publish;
 pub mod record;
+pub mod redact;
 pub mod report;
 pub mod reset;
 pub mod simulate;

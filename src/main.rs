@@ -9,7 +9,7 @@ fn main() -> ExitCode {
     match sentinel::app::run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
-            let message = format!("{err:#}");
+            let message = sentinel::redact::text(&format!("{err:#}"));
             eprintln!("error: {}", sentinel::report::escape::terminal(&message));
             ExitCode::from(sentinel::exit::for_error(&err))
         }

@@ -68,6 +68,7 @@ impl GitBranch {
         for var in ["GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"] {
             cmd.env_remove(var);
         }
+        crate::redact::scrub_env(&mut cmd);
         if let Some(index) = index {
             cmd.env("GIT_INDEX_FILE", index);
         }

@@ -29,7 +29,7 @@ pub fn run(args: RecordArgs) -> Result<u8> {
     let current = current(&state, &args, &file, now)?;
     let line = apply(&mut state, &args, &file, &current, now)?;
     store::save(&path, &state)?;
-    println!("{line}");
+    crate::app::emit(format!("{line}\n"))?;
     Ok(crate::exit::NONE)
 }
 

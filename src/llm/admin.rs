@@ -190,7 +190,7 @@ fn provider_message(body: &[u8]) -> Option<String> {
             }
         })
         .collect();
-    let mut text = masked.join(" ");
+    let mut text = crate::redact::text(&masked.join(" "));
     if text.chars().count() > 300 {
         text = text.chars().take(300).collect::<String>() + "…";
     }

@@ -24,15 +24,6 @@ use super::worktree::Worktree;
 /// Answers (and error bodies) longer than this are not an answer.
 const MAX_OUTPUT_BYTES: u64 = 4 << 20;
 
-/// sentinel's own secrets: an agent gets them only when named with
-/// `--agent-env`.
-pub const SECRETS: [&str; 4] = [
-    "OPENAI_API_KEY",
-    "OPENAI_ADMIN_KEY",
-    "SENTINEL_GITLAB_TOKEN",
-    "GITLAB_TOKEN",
-];
-
 /// The shell's own codes for a command it could not find or run.
 const NOT_FOUND: i32 = 127;
 const NOT_EXECUTABLE: i32 = 126;
@@ -256,7 +247,8 @@ fn run(
         .env("SENTINEL_HEAD", req.head.unwrap_or_default())
         .env("SENTINEL_WAKE_REASON", req.wake_reason)
         .env("SENTINEL_WORKTREE", cwd);
-    for secret in SECRETS {
+    // sentinel's own secrets: an agent gets them only when named with `--agent-env`.
+    for secret in crate::redact::SECRET_VARS {
         if !cfg.pass_env.iter().any(|p| p == secret) {
             cmd.env_remove(secret);
         }
@@ -332,7 +324,8 @@ fn kill_group(pid: u32) {
 }
 
 fn first_line(bytes: &[u8]) -> String {
-    let text = String::from_utf8_lossy(bytes);
+    // Redacted before it is cut, so no piece of a secret survives the cut.
+    let text = crate::redact::text(&String::from_utf8_lossy(bytes));
     let line = text.lines().next().unwrap_or("no message").trim();
     line.chars().filter(|c| !c.is_control()).take(200).collect()
 }

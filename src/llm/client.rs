@@ -730,7 +730,8 @@ fn http_reason(status: u16, body: &str) -> String {
 /// or type, never its whole output (which may echo anything).
 fn agent_reason(exit: Option<i32>, body: &str) -> String {
     let Some(code) = exit else {
-        return body.chars().take(300).collect();
+        // Redacted before it is cut, so no piece of a secret survives the cut.
+        return crate::redact::text(body).chars().take(300).collect();
     };
     let quoted = failure_reason(&Failure::Http {
         status: 0,

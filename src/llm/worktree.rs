@@ -57,7 +57,9 @@ impl Worktree {
     }
 
     fn git(&self, dir: &Path, args: &[&str]) -> Result<(), String> {
-        let out = Command::new("git")
+        let mut cmd = Command::new("git");
+        crate::redact::scrub_env(&mut cmd);
+        let out = cmd
             .arg("-C")
             .arg(dir)
             .args(args)

@@ -109,7 +109,8 @@ pub fn render_with(
             });
         }
     }
-    let mut out = serde_json::to_vec_pretty(&issues)?;
+    // Messages and paths come from the model: redacted on the way out.
+    let mut out = serde_json::to_vec_pretty(&crate::redact::json(&issues)?)?;
     out.push(b'\n');
     Ok(out)
 }

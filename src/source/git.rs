@@ -71,6 +71,7 @@ impl GitSource {
         for var in REDIRECTING_ENV {
             cmd.env_remove(var);
         }
+        crate::redact::scrub_env(&mut cmd);
         // Never wait on a credential prompt nobody will answer, and keep
         // messages in English so they read the same in every report.
         cmd.env("GIT_TERMINAL_PROMPT", "0").env("LC_ALL", "C");

@@ -327,17 +327,8 @@ impl GitLabSource {
         }
     }
 
-    /// Text from a peer with the token taken out: a proxy or a server may
-    /// echo it back, and nothing sentinel prints may carry it.
-    fn redact(&self, text: &str) -> String {
-        match &self.cfg.token {
-            Some(t) if !t.expose().is_empty() => text.replace(t.expose(), "***"),
-            _ => text.to_string(),
-        }
-    }
-
     fn status_error(&self, kind: Kind, reply: &Reply) -> SourceError {
-        let message = self.redact(&gitlab_message(&reply.body));
+        let message = crate::redact::text(&gitlab_message(&reply.body));
         let what = self.describe(kind);
         match reply.status {
             401 => SourceError::Config(format!(
@@ -379,7 +370,7 @@ impl GitLabSource {
                 "GitLab's answer to {} is not the expected JSON ({e}; it starts with `{}`)",
                 self.describe(kind),
                 preview(
-                    self.redact(&String::from_utf8_lossy(&reply.body))
+                    crate::redact::text(&String::from_utf8_lossy(&reply.body))
                         .as_bytes()
                 )
             ))
@@ -394,7 +385,7 @@ impl GitLabSource {
         match link {
             Some(l) if origin_of(&l).as_deref() != Some(self.origin.as_str()) => Err(format!(
                 "a next link to another origin (`{}`) was not followed, as the token is only sent to `{}`; if the link names GitLab's own address, set `SENTINEL_GITLAB_URL` to it",
-                self.redact(&l),
+                crate::redact::text(&l),
                 self.origin
             )),
             next => Ok(next),

@@ -232,7 +232,7 @@ pub fn read(state: &Path) -> Result<Journal> {
 /// Append `line` and fsync it. A missing journal is created with `epoch`.
 pub fn append(state: &Path, epoch: u64, line: &Line) -> Result<()> {
     let path = path_for(state);
-    let mut text = serde_json::to_string(line)?;
+    let mut text = crate::redact::to_string(line)?;
     text.push('\n');
     let appended = (|| -> std::io::Result<bool> {
         let opts = OpenOptions::new()

@@ -239,25 +239,26 @@ pub fn write_start(state: &Path, now: chrono::DateTime<chrono::Utc>) -> Result<(
     })
 }
 
-/// Serialise in the fixed layout: header line, then backlog, then one line per file.
+/// Serialise in the fixed layout: header line, then backlog, then one line per file,
+/// every value redacted (reasons and error details come from peers).
 pub fn encode(state: &State) -> Result<Vec<u8>> {
     let mut body = Vec::with_capacity(64 + state.files.len() * 256);
     body.extend_from_slice(b"\"backlog\":");
-    serde_json::to_writer(&mut body, &state.backlog)?;
+    crate::redact::to_writer(&mut body, &state.backlog)?;
     body.extend_from_slice(b",\n\"llm\":");
-    serde_json::to_writer(&mut body, &state.llm)?;
+    crate::redact::to_writer(&mut body, &state.llm)?;
     body.extend_from_slice(b",\n\"observations\":");
-    serde_json::to_writer(&mut body, &state.observations)?;
+    crate::redact::to_writer(&mut body, &state.observations)?;
     body.extend_from_slice(b",\n\"files\":{");
     for (i, (path, record)) in state.files.iter().enumerate() {
         body.extend_from_slice(if i == 0 { b"\n" } else { b",\n" });
-        serde_json::to_writer(&mut body, path)?;
+        crate::redact::to_writer(&mut body, path)?;
         body.push(b':');
-        serde_json::to_writer(&mut body, record)?;
+        crate::redact::to_writer(&mut body, record)?;
     }
     body.extend_from_slice(b"\n}}\n");
 
-    let header = serde_json::to_vec(&state.header())?;
+    let header = serde_json::to_vec(&crate::redact::json(&state.header())?)?;
     let mut out = Vec::with_capacity(header.len() + body.len() + 32);
     out.extend_from_slice(&header[..header.len() - 1]);
     // The body length lets a no-op notice a truncated file without reading it.

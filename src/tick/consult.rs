@@ -260,7 +260,11 @@ impl Work<'_> {
             return;
         };
         let target = format!("{path} on {}", patcher.target());
-        let message = format!("sentinel: proposed change to {path}\n\n{}", proposal.reason);
+        // The reason is the model's or the agent's: redacted before it is committed.
+        let message = crate::redact::text(&format!(
+            "sentinel: proposed change to {path}\n\n{}",
+            proposal.reason
+        ));
         let result = match intent {
             Ok(()) => patcher.commit(path, &content, &message),
             Err(why) => Err(format!("not committed: {why}")),

@@ -221,7 +221,8 @@ fn publish(
     if state.llm.dashboard_hash.as_deref() == Some(h.as_str()) {
         return;
     }
-    let (ok, detail) = match publisher.publish(&page) {
+    // The page quotes reasons and errors from peers: redacted before it leaves.
+    let (ok, detail) = match publisher.publish(&crate::redact::text(&page)) {
         Ok(detail) => {
             state.llm.dashboard_hash = Some(h);
             (true, detail)

@@ -1,0 +1,336 @@
+//! The one redaction layer: the secrets sentinel holds are registered once at
+//! startup, and every output (stdout, stderr, the state and its journals, the
+//! reports, the dashboard, commit messages) passes through here on its way out.
+//!
+//! A peer can echo anything back: GitLab a token in a 400 message, a proxy the
+//! `Authorization` header, a model or an agent a key it was shown. Rather than
+//! trust each module to remember, the text is cleaned where it leaves.
+
+use std::process::Command;
+use std::sync::OnceLock;
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// The secrets sentinel reads from the environment, by these names (of
+/// `CI_JOB_TOKEN` only whether it is set, but every GitLab CI job has it). An
+/// agent gets them only when named with `--agent-env`; a git child never does.
+pub const SECRET_VARS: [&str; 5] = [
+    "OPENAI_API_KEY",
+    "OPENAI_ADMIN_KEY",
+    "SENTINEL_GITLAB_TOKEN",
+    "GITLAB_TOKEN",
+    "CI_JOB_TOKEN",
+];
+
+/// Addresses that may carry `user:password@` (a proxy in front of a peer).
+const URL_VARS: [&str; 5] = [
+    "SENTINEL_GITLAB_URL",
+    "CI_API_V4_URL",
+    "OPENAI_BASE_URL",
+    "SENTINEL_ADMIN_URL",
+    "OPENAI_ADMIN_BASE_URL",
+];
+
+/// Shorter values are not redacted: they cannot be told from ordinary text,
+/// and replacing them inside hashes and fingerprints would make every file
+/// look new on every tick. Real tokens and keys are 20 characters and more.
+pub const MIN_SECRET_LEN: usize = 8;
+
+/// What a secret is replaced with.
+pub const MASK: &str = "***";
+
+/// Headers whose value is a credential, in the spelling peers echo them.
+const HEADERS: [&str; 4] = ["authorization", "private-token", "job-token", "x-api-key"];
+
+static REGISTERED: OnceLock<Secrets> = OnceLock::new();
+
+/// The set of secret values and the spellings they may come back in.
+#[derive(Default)]
+pub struct Secrets {
+    /// Longest first, so a value is never half-replaced by a shorter one.
+    needles: Vec<String>,
+}
+
+impl std::fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Secrets({} spellings)", self.needles.len())
+    }
+}
+
+impl Secrets {
+    /// The secrets in the environment `get` reads, and the passwords of the
+    /// addresses in it and in `urls` (the flags that name a peer).
+    pub fn from_env(get: impl Fn(&str) -> Option<String>, urls: &[&str]) -> Secrets {
+        let mut values: Vec<String> = SECRET_VARS.iter().filter_map(|k| get(k)).collect();
+        let from_env: Vec<String> = URL_VARS.iter().filter_map(|k| get(k)).collect();
+        for url in urls.iter().copied().chain(from_env.iter().map(String::as_str)) {
+            values.extend(url_credentials(url));
+        }
+        Secrets::new(values)
+    }
+
+    pub fn new(values: impl IntoIterator<Item = String>) -> Secrets {
+        let mut needles = Vec::new();
+        for value in values {
+            for v in [value.as_str(), value.trim()] {
+                if v.chars().count() < MIN_SECRET_LEN {
+                    continue;
+                }
+                // A string serialised as JSON, quotes taken off.
+                let quoted = serde_json::to_string(v).unwrap_or_default();
+                let json = quoted.get(1..quoted.len().saturating_sub(1)).unwrap_or("");
+                needles.extend([v.to_string(), json.to_string(), percent_encode(v, false)]);
+                needles.push(percent_encode(v, true));
+            }
+        }
+        needles.sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
+        needles.dedup();
+        needles.retain(|n| !n.is_empty());
+        Secrets { needles }
+    }
+
+    /// `text` with every secret, in any registered spelling, and every
+    /// credential header's value replaced by `***`.
+    pub fn text(&self, text: &str) -> String {
+        let mut out = text.to_string();
+        for needle in &self.needles {
+            if out.contains(needle.as_str()) {
+                out = out.replace(needle.as_str(), MASK);
+            }
+        }
+        scrub_headers(&out)
+    }
+
+    /// Every string (and key) of `value` redacted, structure untouched: a
+    /// JSON document stays valid whatever the secrets look like.
+    pub fn value(&self, value: Value) -> Value {
+        match value {
+            Value::String(s) => Value::String(self.text(&s)),
+            Value::Array(items) => Value::Array(items.into_iter().map(|v| self.value(v)).collect()),
+            Value::Object(map) => Value::Object(
+                map.into_iter()
+                    .map(|(k, v)| (self.text(&k), self.value(v)))
+                    .collect(),
+            ),
+            other => other,
+        }
+    }
+}
+
+/// Register the secrets of this process; the first call wins. Called once
+/// by the binary before anything is read or printed.
+pub fn register(secrets: Secrets) {
+    let _ = REGISTERED.set(secrets);
+}
+
+fn registered() -> &'static Secrets {
+    REGISTERED.get_or_init(Secrets::default)
+}
+
+/// Text on its way out, redacted.
+pub fn text(text: &str) -> String {
+    registered().text(text)
+}
+
+/// A value on its way out as JSON, redacted string by string.
+pub fn json<T: Serialize + ?Sized>(value: &T) -> serde_json::Result<Value> {
+    Ok(registered().value(serde_json::to_value(value)?))
+}
+
+/// `serde_json::to_string`, redacted.
+pub fn to_string<T: Serialize + ?Sized>(value: &T) -> serde_json::Result<String> {
+    serde_json::to_string(&json(value)?)
+}
+
+/// `serde_json::to_writer`, redacted.
+pub fn to_writer<W: std::io::Write, T: Serialize + ?Sized>(
+    writer: W,
+    value: &T,
+) -> serde_json::Result<()> {
+    serde_json::to_writer(writer, &json(value)?)
+}
+
+/// A git child's environment without sentinel's secrets, removed by name;
+/// everything else (HOME, PATH, the user's GIT_* settings) is kept so git
+/// works as the user configured it.
+pub fn scrub_env(cmd: &mut Command) -> &mut Command {
+    for name in SECRET_VARS {
+        cmd.env_remove(name);
+    }
+    cmd
+}
+
+/// The password (and `user:password`) of a `scheme://user:password@host` address,
+/// as written and percent-decoded.
+fn url_credentials(url: &str) -> Vec<String> {
+    let Some((_, rest)) = url.split_once("://") else {
+        return Vec::new();
+    };
+    let host_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let Some(at) = rest[..host_end].rfind('@') else {
+        return Vec::new();
+    };
+    let userinfo = &rest[..at];
+    let mut out = vec![userinfo.to_string(), percent_decode(userinfo)];
+    if let Some((_, password)) = userinfo.split_once(':') {
+        out.push(password.to_string());
+        out.push(percent_decode(password));
+    }
+    out
+}
+
+/// Everything but RFC 3986's unreserved characters percent-encoded, as a
+/// query string or a form body would carry the value.
+fn percent_encode(s: &str, lower: bool) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else if lower {
+            out.push_str(&format!("%{b:02x}"));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The value after a credential header's name (`Authorization: Bearer x`,
+/// `"PRIVATE-TOKEN":"x"`) replaced by `***`: an echo may carry a credential
+/// sentinel never held (a proxy's own), or one cut or masked past matching.
+fn scrub_headers(text: &str) -> String {
+    // ASCII lowercasing keeps every byte offset, so offsets found in
+    // `lower` cut `text` at the same (ASCII, hence char) boundaries.
+    let lower = text.to_ascii_lowercase();
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut done = 0;
+    let mut from = 0;
+    while let Some((pos, name)) = next_header(&lower, from) {
+        let mut j = pos + name.len();
+        j = skip(bytes, j, b"\"' ");
+        if !matches!(bytes.get(j), Some(b':' | b'=')) {
+            from = pos + name.len();
+            continue;
+        }
+        j = skip(bytes, j + 1, b"\"' \t");
+        let word = bytes[j..].iter().take_while(|b| b.is_ascii_alphabetic()).count();
+        if word > 0
+            && bytes.get(j + word) == Some(&b' ')
+            && matches!(&lower[j..j + word], "bearer" | "basic" | "token")
+        {
+            j += word + 1;
+        }
+        let end = j + bytes[j..]
+            .iter()
+            .take_while(|b| !b.is_ascii_whitespace() && !b"\"',;}\\)".contains(b))
+            .count();
+        if end > j && &text[j..end] != MASK {
+            out.push_str(&text[done..j]);
+            out.push_str(MASK);
+            done = end;
+        }
+        from = end.max(pos + name.len());
+    }
+    out.push_str(&text[done..]);
+    out
+}
+
+fn next_header(lower: &str, from: usize) -> Option<(usize, &'static str)> {
+    HEADERS
+        .iter()
+        .filter_map(|h| lower[from..].find(h).map(|p| (from + p, *h)))
+        .min_by_key(|(p, _)| *p)
+}
+
+fn skip(bytes: &[u8], mut i: usize, set: &[u8]) -> usize {
+    while bytes.get(i).is_some_and(|b| set.contains(b)) {
+        i += 1;
+    }
+    i
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secrets() -> Secrets {
+        Secrets::new(["glpat-canary/Token+1".to_string()])
+    }
+
+    #[test]
+    fn a_secret_is_redacted_as_written_json_escaped_and_percent_encoded() {
+        let s = Secrets::new(["sk-canary\"quote".to_string(), "glpat-canary/Token+1".into()]);
+        assert_eq!(s.text("key sk-canary\"quote!"), "key ***!");
+        assert_eq!(s.text(r#"{"m":"sk-canary\"quote"}"#), r#"{"m":"***"}"#);
+        assert_eq!(s.text("t=glpat-canary%2FToken%2B1&x"), "t=***&x");
+        assert_eq!(s.text("t=glpat-canary%2fToken%2b1"), "t=***");
+    }
+
+    #[test]
+    fn credential_headers_lose_their_value_whatever_it_is() {
+        let s = Secrets::default();
+        assert_eq!(
+            s.text("echo: Authorization: Bearer sk-proxy-own-key\nnext"),
+            "echo: Authorization: Bearer ***\nnext"
+        );
+        assert_eq!(
+            s.text(r#"{"headers":{"PRIVATE-TOKEN":"glpat-x"}}"#),
+            r#"{"headers":{"PRIVATE-TOKEN":"***"}}"#
+        );
+        assert_eq!(s.text("private-token=abc def"), "private-token=*** def");
+        // The name alone, in a sentence, is not a header.
+        let plain = "send the PRIVATE-TOKEN header with a token";
+        assert_eq!(s.text(plain), plain);
+    }
+
+    #[test]
+    fn json_keeps_its_structure_and_loses_the_secret_in_keys_and_values() {
+        let v = serde_json::json!({"glpat-canary/Token+1": ["x glpat-canary/Token+1", 1, true]});
+        let out = secrets().value(v);
+        assert_eq!(out, serde_json::json!({"***": ["x ***", 1, true]}));
+    }
+
+    #[test]
+    fn short_values_and_unset_variables_redact_nothing() {
+        let s = Secrets::from_env(
+            |k| (k == "OPENAI_API_KEY").then(|| "abc".to_string()),
+            &[],
+        );
+        assert_eq!(s.text("abc 1234abcd"), "abc 1234abcd");
+    }
+
+    #[test]
+    fn the_password_of_a_proxy_address_is_a_secret() {
+        let s = Secrets::from_env(
+            |k| (k == "OPENAI_BASE_URL").then(|| "https://me:p%40ss-word-1@proxy/v1".into()),
+            &["http://u:flag-secret-9@h:1/x"],
+        );
+        assert_eq!(s.text("p@ss-word-1 p%40ss-word-1"), "*** ***");
+        assert_eq!(s.text("failed: flag-secret-9"), "failed: ***");
+    }
+}
