@@ -249,7 +249,8 @@ impl Work<'_> {
     /// The decision journal holds the intent before the commit and the
     /// commit id after it; without the intent nothing is committed.
     pub(super) fn commit_patch(&mut self, path: &str, proposal: &mut Proposal) {
-        let Some(content) = proposal.patch_pending.clone() else {
+        // A secret is never committed, not even inside a file's new text.
+        let Some(content) = proposal.patch_pending.as_deref().map(crate::redact::text) else {
             return;
         };
         if self.patcher.is_none() || self.patched_before(path, &content, proposal) {

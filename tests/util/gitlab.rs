@@ -115,7 +115,9 @@ pub enum Endpoint {
     Issue,
     /// `GET /projects/:id/repository/branches/:name` (patches).
     Branch,
-    /// `POST /projects/:id/repository/commits` (patches).
+    /// `POST /projects/:id/repository/commits` (patches): recorded as
+    /// `Commits`, but a reply queued here answers the POST alone, not the
+    /// head lookup's GET.
     CreateCommit,
     /// Anything else (answered 404 like GitLab's router).
     Unknown,
@@ -216,6 +218,8 @@ pub struct Recorded {
     pub query: Vec<(String, String)>,
     /// Header names in lower case.
     pub headers: Vec<(String, String)>,
+    /// The request body as sent (empty for a GET).
+    pub body: Vec<u8>,
 }
 
 impl Recorded {
@@ -455,9 +459,14 @@ impl Shared {
             segments: segments.clone(),
             query: query.clone(),
             headers: req.headers.clone(),
+            body: lock(&self.body).clone(),
         });
+        let queue = match (endpoint, req.method.as_str()) {
+            (Endpoint::Commits, "POST") => Endpoint::CreateCommit,
+            _ => endpoint,
+        };
         let canned = lock(&self.queues)
-            .get_mut(&endpoint)
+            .get_mut(&queue)
             .and_then(VecDeque::pop_front);
         let call = Call {
             req,
