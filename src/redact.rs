@@ -64,7 +64,11 @@ impl Secrets {
     pub fn from_env(get: impl Fn(&str) -> Option<String>, urls: &[&str]) -> Secrets {
         let mut values: Vec<String> = SECRET_VARS.iter().filter_map(|k| get(k)).collect();
         let from_env: Vec<String> = URL_VARS.iter().filter_map(|k| get(k)).collect();
-        for url in urls.iter().copied().chain(from_env.iter().map(String::as_str)) {
+        for url in urls
+            .iter()
+            .copied()
+            .chain(from_env.iter().map(String::as_str))
+        {
             values.extend(url_credentials(url));
         }
         Secrets::new(values)
@@ -238,7 +242,10 @@ fn scrub_headers(text: &str) -> String {
             continue;
         }
         j = skip(bytes, j + 1, b"\"' \t");
-        let word = bytes[j..].iter().take_while(|b| b.is_ascii_alphabetic()).count();
+        let word = bytes[j..]
+            .iter()
+            .take_while(|b| b.is_ascii_alphabetic())
+            .count();
         if word > 0
             && bytes.get(j + word) == Some(&b' ')
             && matches!(&lower[j..j + word], "bearer" | "basic" | "token")
@@ -284,7 +291,10 @@ mod tests {
 
     #[test]
     fn a_secret_is_redacted_as_written_json_escaped_and_percent_encoded() {
-        let s = Secrets::new(["sk-canary\"quote".to_string(), "glpat-canary/Token+1".into()]);
+        let s = Secrets::new([
+            "sk-canary\"quote".to_string(),
+            "glpat-canary/Token+1".into(),
+        ]);
         assert_eq!(s.text("key sk-canary\"quote!"), "key ***!");
         assert_eq!(s.text(r#"{"m":"sk-canary\"quote"}"#), r#"{"m":"***"}"#);
         assert_eq!(s.text("t=glpat-canary%2FToken%2B1&x"), "t=***&x");
@@ -317,10 +327,7 @@ mod tests {
 
     #[test]
     fn short_values_and_unset_variables_redact_nothing() {
-        let s = Secrets::from_env(
-            |k| (k == "OPENAI_API_KEY").then(|| "abc".to_string()),
-            &[],
-        );
+        let s = Secrets::from_env(|k| (k == "OPENAI_API_KEY").then(|| "abc".to_string()), &[]);
         assert_eq!(s.text("abc 1234abcd"), "abc 1234abcd");
     }
 

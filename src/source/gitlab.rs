@@ -369,10 +369,7 @@ impl GitLabSource {
             SourceError::Unavailable(format!(
                 "GitLab's answer to {} is not the expected JSON ({e}; it starts with `{}`)",
                 self.describe(kind),
-                preview(
-                    crate::redact::text(&String::from_utf8_lossy(&reply.body))
-                        .as_bytes()
-                )
+                preview(crate::redact::text(&String::from_utf8_lossy(&reply.body)).as_bytes())
             ))
         })?;
         Ok((parsed, reply.link_next))

@@ -104,8 +104,10 @@ fn no_gitlab_or_model_echo_of_a_secret_reaches_any_output_file_or_request() {
     let auth = format!("{WATCHED}/auth.js");
     let sb = Sandbox::new();
     sb.repo.write(&auth, "// auth\nmodule.exports = 1;\n");
-    sb.repo
-        .write(&format!("{WATCHED}/session.js"), "// session\nmodule.exports = 2;\n");
+    sb.repo.write(
+        &format!("{WATCHED}/session.js"),
+        "// session\nmodule.exports = 2;\n",
+    );
     sb.repo.commit("two files");
     let gl = sb.gitlab();
     gl.require_token(Some(GL));
@@ -142,7 +144,10 @@ fn no_gitlab_or_model_echo_of_a_secret_reaches_any_output_file_or_request() {
     let first = tick(2);
     let writes = first.json()["writes"].to_string();
     assert!(writes.contains("GitLab refused the patch (400"), "{writes}");
-    assert!(writes.contains("***"), "the echo is there, redacted: {writes}");
+    assert!(
+        writes.contains("***"),
+        "the echo is there, redacted: {writes}"
+    );
     outputs.push(("a patch commit refused with the token echoed", first));
     // The head lookup answers 500 echoing the token.
     gl.push(Endpoint::Commits, echo_gitlab(500));
@@ -152,7 +157,10 @@ fn no_gitlab_or_model_echo_of_a_secret_reaches_any_output_file_or_request() {
     change();
     gl.push(Endpoint::Compare, echo_gitlab(500));
     gl.push(Endpoint::Issue, echo_gitlab(400));
-    outputs.push(("a compare and a dashboard update echoing the token", tick(6)));
+    outputs.push((
+        "a compare and a dashboard update echoing the token",
+        tick(6),
+    ));
     // A change whose read answers 500 echoing the token.
     change();
     gl.push(Endpoint::BlobRaw, echo_gitlab(500));
@@ -308,7 +316,9 @@ fn a_git_error_that_echoes_a_token_is_redacted() {
     sb.fake_git_log(&format!(
         "echo \"fatal: unable to access 'https://gitlab-ci-token:{JOB}@gitlab.example/g/p.git/': token {GL}\" >&2; exit 128"
     ));
-    let out = with_secrets(sb.tick_cmd(&at(0))).args(["--llm", "off"]).output();
+    let out = with_secrets(sb.tick_cmd(&at(0)))
+        .args(["--llm", "off"])
+        .output();
     assert!(out.stderr.contains("***"), "{}", out.stderr);
     no_canary_in(&out, "a git error echoing the token");
     let fakebin = sb.root().join("fakebin");
