@@ -106,6 +106,29 @@ impl Secrets {
         scrub_headers(&out)
     }
 
+    /// `value` as JSON text with every string (and key) redacted, in the
+    /// field order of its type. The text is cleaned in place when that gives
+    /// exactly the redacted value; otherwise (a secret that matched across
+    /// JSON's own syntax) it is written from the redacted value, whose keys
+    /// come sorted, so the document is always valid.
+    fn json_text<T: Serialize + ?Sized>(
+        &self,
+        value: &T,
+        pretty: bool,
+    ) -> serde_json::Result<String> {
+        let raw = serialise(value, pretty)?;
+        let plain = serde_json::to_value(value)?;
+        let clean = self.value(plain.clone());
+        if clean == plain {
+            return Ok(raw);
+        }
+        let text = self.text(&raw);
+        if serde_json::from_str::<Value>(&text).is_ok_and(|v| v == clean) {
+            return Ok(text);
+        }
+        serialise(&clean, pretty)
+    }
+
     /// Every string (and key) of `value` redacted, structure untouched: a
     /// JSON document stays valid whatever the secrets look like.
     pub fn value(&self, value: Value) -> Value {
@@ -137,22 +160,25 @@ pub fn text(text: &str) -> String {
     registered().text(text)
 }
 
-/// A value on its way out as JSON, redacted string by string.
-pub fn json<T: Serialize + ?Sized>(value: &T) -> serde_json::Result<Value> {
-    Ok(registered().value(serde_json::to_value(value)?))
-}
-
 /// `serde_json::to_string`, redacted.
 pub fn to_string<T: Serialize + ?Sized>(value: &T) -> serde_json::Result<String> {
-    serde_json::to_string(&json(value)?)
+    registered().json_text(value, false)
+}
+
+/// `serde_json::to_string_pretty`, redacted.
+pub fn to_string_pretty<T: Serialize + ?Sized>(value: &T) -> serde_json::Result<String> {
+    registered().json_text(value, true)
 }
 
 /// `serde_json::to_writer`, redacted.
 pub fn to_writer<W: std::io::Write, T: Serialize + ?Sized>(
-    writer: W,
+    mut writer: W,
     value: &T,
 ) -> serde_json::Result<()> {
-    serde_json::to_writer(writer, &json(value)?)
+    let text = to_string(value)?;
+    writer
+        .write_all(text.as_bytes())
+        .map_err(serde_json::Error::io)
 }
 
 /// A git child's environment without sentinel's secrets, removed by name;
@@ -163,6 +189,14 @@ pub fn scrub_env(cmd: &mut Command) -> &mut Command {
         cmd.env_remove(name);
     }
     cmd
+}
+
+fn serialise<T: Serialize + ?Sized>(value: &T, pretty: bool) -> serde_json::Result<String> {
+    if pretty {
+        serde_json::to_string_pretty(value)
+    } else {
+        serde_json::to_string(value)
+    }
 }
 
 /// The password (and `user:password`) of a `scheme://user:password@host` address,
@@ -323,6 +357,35 @@ mod tests {
         let v = serde_json::json!({"glpat-canary/Token+1": ["x glpat-canary/Token+1", 1, true]});
         let out = secrets().value(v);
         assert_eq!(out, serde_json::json!({"***": ["x ***", 1, true]}));
+    }
+
+    #[test]
+    fn redacted_json_keeps_its_field_order_unless_a_secret_spans_its_syntax() {
+        #[derive(Serialize)]
+        struct Line {
+            seq: u32,
+            reason: String,
+            at: &'static str,
+        }
+        let line = Line {
+            seq: 1,
+            reason: "saw glpat-canary/Token+1".into(),
+            at: "now",
+        };
+        let text = secrets().json_text(&line, false).unwrap();
+        assert_eq!(text, r#"{"seq":1,"reason":"saw ***","at":"now"}"#);
+        // A secret that matches across JSON's syntax: still valid JSON.
+        let odd = Secrets::new([r#"1,"reason":"#.to_string()]);
+        let text = odd.json_text(&line, false).unwrap();
+        let back: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(back["reason"], "saw glpat-canary/Token+1");
+        assert_eq!(back["seq"], 1);
+        // And when it is also inside a value, the value loses it, the
+        // syntax stays.
+        let odd = Secrets::new([r#"ab","cdefg"#.to_string()]);
+        let list = ["ab", "cdefg", r#"zz ab","cdefg"#];
+        let back: Value = serde_json::from_str(&odd.json_text(&list, false).unwrap()).unwrap();
+        assert_eq!(back, serde_json::json!(["ab", "cdefg", "zz ***"]));
     }
 
     #[test]

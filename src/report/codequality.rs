@@ -110,7 +110,7 @@ pub fn render_with(
         }
     }
     // Messages and paths come from the model: redacted on the way out.
-    let mut out = serde_json::to_vec_pretty(&crate::redact::json(&issues)?)?;
+    let mut out = crate::redact::to_string_pretty(&issues)?.into_bytes();
     out.push(b'\n');
     Ok(out)
 }

@@ -258,7 +258,7 @@ pub fn encode(state: &State) -> Result<Vec<u8>> {
     }
     body.extend_from_slice(b"\n}}\n");
 
-    let header = serde_json::to_vec(&crate::redact::json(&state.header())?)?;
+    let header = crate::redact::to_string(&state.header())?.into_bytes();
     let mut out = Vec::with_capacity(header.len() + body.len() + 32);
     out.extend_from_slice(&header[..header.len() - 1]);
     // The body length lets a no-op notice a truncated file without reading it.
