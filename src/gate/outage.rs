@@ -22,14 +22,14 @@ pub struct Line {
 pub fn record(o: Outage, outage: bool, now: DateTime<Utc>) -> Outage {
     if !outage {
         return Outage {
-            streak: 0,
+            consecutive: 0,
             since: None,
             ..o
         };
     }
     Outage {
         ticks: o.ticks + 1,
-        streak: o.streak + 1,
+        consecutive: o.consecutive + 1,
         since: o.since.or(Some(now)),
         last: Some(now),
     }
@@ -69,14 +69,14 @@ mod tests {
             o,
             Outage {
                 ticks: 2,
-                streak: 2,
+                consecutive: 2,
                 since: Some(t(2)),
                 last: Some(t(4))
             }
         );
         let over = record(o, false, t(6));
         assert_eq!(
-            (over.ticks, over.streak, over.since, over.last),
+            (over.ticks, over.consecutive, over.since, over.last),
             (2, 0, None, Some(t(4)))
         );
     }
@@ -91,22 +91,22 @@ mod tests {
         ];
         let o = replay(Outage::default(), &lines, 0, 4);
         assert_eq!(
-            (o.ticks, o.streak, o.since, o.last),
+            (o.ticks, o.consecutive, o.since, o.last),
             (3, 2, Some(t(6)), Some(t(8)))
         );
         // A no-op after them ends the run too.
         let o = replay(Outage::default(), &lines, 0, 5);
-        assert_eq!((o.ticks, o.streak, o.since), (3, 0, None));
+        assert_eq!((o.ticks, o.consecutive, o.since), (3, 0, None));
     }
 
     #[test]
     fn a_saved_run_goes_on_only_when_the_next_line_is_an_outage() {
         let saved = record(Outage::default(), true, t(2));
         let on = replay(saved, &[Line { index: 0, ts: t(4) }], 0, 1);
-        assert_eq!((on.ticks, on.streak, on.since), (2, 2, Some(t(2))));
+        assert_eq!((on.ticks, on.consecutive, on.since), (2, 2, Some(t(2))));
         let broken = replay(saved, &[Line { index: 1, ts: t(6) }], 0, 2);
         assert_eq!(
-            (broken.ticks, broken.streak, broken.since),
+            (broken.ticks, broken.consecutive, broken.since),
             (2, 1, Some(t(6)))
         );
         // Lines already folded (before `start`) are not counted again.

@@ -65,14 +65,14 @@ fn verdict_line(r: &TickReport) -> String {
 
 /// `3 ticks in a row since <time> (7 in all)`.
 fn outage_run(o: &crate::state::Outage) -> String {
-    let ticks = if o.streak == 1 { "tick" } else { "ticks" };
+    let ticks = if o.consecutive == 1 { "tick" } else { "ticks" };
     let since = o
         .since
         .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
         .unwrap_or_else(|| "-".into());
     format!(
         "{} {ticks} in a row since {since} ({} in all)",
-        o.streak, o.ticks
+        o.consecutive, o.ticks
     )
 }
 

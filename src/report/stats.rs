@@ -176,7 +176,7 @@ pub fn compute(state: &State, unsaved: u64, now: DateTime<Utc>, daily_budget: f6
         },
         outage: OutageStats {
             ticks: state.outage.ticks,
-            consecutive: state.outage.streak,
+            consecutive: state.outage.consecutive,
             since: state.outage.since,
             last: state.outage.last,
             unsaved: 0,
@@ -234,7 +234,7 @@ pub fn with_journal(s: &mut Stats, state: &State, journal: &crate::state::journa
     let o = journal.outage(state.outage, state.journal);
     s.outage = OutageStats {
         ticks: o.ticks,
-        consecutive: o.streak,
+        consecutive: o.consecutive,
         since: o.since,
         last: o.last,
         unsaved,

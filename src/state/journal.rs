@@ -257,7 +257,7 @@ mod tests {
         assert_eq!(contents.unfolded(mark), 1, "one no-op");
         assert_eq!(contents.unfolded_outages(mark).len(), 2);
         let o = contents.outage(Outage::default(), mark);
-        assert_eq!((o.ticks, o.streak, o.since), (2, 2, Some(at(4))));
+        assert_eq!((o.ticks, o.consecutive, o.since), (2, 2, Some(at(4))));
         // Saved, then a crash before the journal is removed: nothing twice.
         let saved = fold(mark, &contents);
         assert_eq!(read(&state).unwrap().unfolded(saved), 0);

@@ -222,8 +222,8 @@ pub struct Outage {
     /// Outage ticks in a row, up to the last tick folded; a tick whose head
     /// lookup answered ends the run.
     #[serde(default)]
-    pub streak: u64,
-    /// The first tick of that run; `None` when `streak` is 0.
+    pub consecutive: u64,
+    /// The first tick of that run; `None` when `consecutive` is 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since: Option<DateTime<Utc>>,
     /// The last outage tick.

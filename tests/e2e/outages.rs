@@ -65,7 +65,7 @@ fn an_outage_that_learns_nothing_leaves_the_state_byte_for_byte_and_says_so_ever
         let n = i as u64 + 1;
         assert_eq!(
             report["outage"],
-            json!({"ticks": n, "streak": n, "since": at(2), "last": at(minute)})
+            json!({"ticks": n, "consecutive": n, "since": at(2), "last": at(minute)})
         );
         let line = out.stderr_line();
         let ticks = if n == 1 { "tick" } else { "ticks" };
@@ -193,7 +193,7 @@ fn an_outage_run_goes_on_across_a_saved_outage_tick_and_a_journalled_one() {
     assert_eq!(snapshot(&sb.state), saved);
     assert_eq!(
         report["outage"],
-        json!({"ticks": 2, "streak": 2, "since": at(2), "last": at(4)})
+        json!({"ticks": 2, "consecutive": 2, "since": at(2), "last": at(4)})
     );
     assert!(
         out.stderr_line()
