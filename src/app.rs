@@ -47,6 +47,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Costs(args) => run_costs(args),
         Command::Reset(args) => run_reset(args),
         Command::Record(args) => crate::record::run(args),
+        Command::Report(args) => crate::mr_report::run(args),
     }
 }
 
@@ -302,7 +303,7 @@ fn run_stats(args: StatsArgs) -> Result<u8> {
         args.now.unwrap_or_else(Utc::now),
         args.daily_budget,
     );
-    s.wake.malformed_noop_lines = contents.malformed;
+    stats::with_journal(&mut s, &state, &contents);
     match (args.json, args.format) {
         (true, _) | (_, StatsFormat::Json) => emit_json(&s)?,
         (_, StatsFormat::Prometheus) => emit(stats::prometheus(&s))?,
