@@ -6,11 +6,12 @@
 
 use std::fs;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::expect_code;
 use crate::util::gitlab::{Api, Endpoint, Reply};
-use crate::util::{Sandbox, WATCHED, at};
+use crate::util::openai::{self, FakeOpenAi};
+use crate::util::{Output, Sandbox, WATCHED, at};
 
 /// The state file as JSON.
 fn state_of(sb: &Sandbox) -> Value {
@@ -81,4 +82,144 @@ fn a_blob_read_stops_at_the_limit_and_says_so() {
     );
     let file = &state_of(&sb)["files"][&rel];
     assert_eq!(file["content"]["chars"], 65_537, "the most counted: {file}");
+}
+
+/// An advisor tick watching the whole repository, writing the Code Quality
+/// report and the dashboard file next to the state.
+fn reporting_tick(sb: &Sandbox, ai: &FakeOpenAi, now: &str) -> Output {
+    let dir = sb.state.parent().unwrap();
+    sb.advisor_tick_cmd(ai, now)
+        .args(["--batch", "0", "--daily-budget", "1000"])
+        .arg("--codequality")
+        .arg(dir.join("gl-code-quality.json"))
+        .arg("--dashboard-file")
+        .arg(dir.join("dashboard.md"))
+        .output()
+}
+
+fn report_file(sb: &Sandbox, name: &str) -> Vec<u8> {
+    fs::read(sb.state.parent().unwrap().join(name)).expect("the report was written")
+}
+
+#[test]
+fn sixty_thousand_findings_at_line_u64_max_are_bounded_in_the_state_and_the_reports() {
+    let sb = Sandbox::new();
+    let path = "src/auth.js";
+    sb.repo.write(path, "// auth\nmodule.exports = 1;\n");
+    sb.repo.commit("a 2-line file");
+    let ai = FakeOpenAi::start();
+    // Lines past the end, 0, and in the file; the first message is 200 kB.
+    let findings: Vec<Value> = (0..60_000u64)
+        .map(|i| {
+            let line = [u64::MAX, 0, 2][(i % 3) as usize];
+            let message = if i == 0 {
+                "m".repeat(200_000)
+            } else {
+                "m".into()
+            };
+            json!({"line": line, "severity": "info", "message": message})
+        })
+        .collect();
+    ai.answer_always(openai::Reply::evolve("too much", Value::from(findings)));
+    let out = reporting_tick(&sb, &ai, &at(600));
+    expect_code(&out, 10);
+    assert_eq!(ai.posts(), 1);
+    let report = out.json();
+    assert!(
+        notes(&report)
+            .contains("`src/auth.js`: the model sent 60000 findings; the first 50 are kept"),
+        "{}",
+        notes(&report)
+    );
+
+    let state = fs::read(&sb.state).unwrap();
+    assert!(state.len() < 200_000, "the state is {} bytes", state.len());
+    let kept = state_of(&sb)["llm"]["proposals"][path]["findings"].clone();
+    let kept = kept.as_array().expect("the proposal's findings");
+    assert_eq!(kept.len(), 50);
+    assert!(
+        kept.iter()
+            .all(|f| matches!(f["line"].as_u64(), Some(1 | 2))),
+        "{kept:?}"
+    );
+    let first = kept[0]["message"].as_str().unwrap();
+    assert_eq!(first.chars().count(), 1_000);
+    assert!(first.ends_with('…'), "cut with an ellipsis");
+
+    let quality: Value = serde_json::from_slice(&report_file(&sb, "gl-code-quality.json")).unwrap();
+    let issues = quality.as_array().unwrap();
+    assert_eq!(issues.len(), 50);
+    for issue in issues {
+        let line = issue["location"]["lines"]["begin"].as_u64().unwrap();
+        assert!((1..=2).contains(&line), "line {line} is not in the file");
+    }
+    let page = String::from_utf8(report_file(&sb, "dashboard.md")).unwrap();
+    assert!(
+        page.len() < 100_000,
+        "the dashboard is {} bytes",
+        page.len()
+    );
+    assert!(!page.contains("18446744073709551615"), "{}", &page[..2_000]);
+}
+
+#[test]
+fn eighty_files_of_50_long_findings_keep_both_reports_under_their_bounds_and_say_what_was_left_out()
+{
+    let sb = Sandbox::new();
+    for i in 0..80 {
+        sb.repo.write(
+            &format!("src/f{i:02}.js"),
+            format!("// {i}\nmodule.exports = {i};\n"),
+        );
+    }
+    sb.repo.commit("80 files");
+    let ai = FakeOpenAi::start();
+    let findings: Vec<Value> = (0..50)
+        .map(|i| json!({"line": 1 + i % 2, "severity": "major", "message": format!("{i} {}", "x".repeat(1_100))}))
+        .collect();
+    ai.answer_always(openai::Reply::evolve(
+        "long findings",
+        Value::from(findings),
+    ));
+    let out = reporting_tick(&sb, &ai, &at(600));
+    expect_code(&out, 10);
+    assert_eq!(ai.posts(), 80);
+
+    let quality = report_file(&sb, "gl-code-quality.json");
+    assert!(
+        quality.len() <= 4 << 20,
+        "the report is {} bytes",
+        quality.len()
+    );
+    let issues: Value = serde_json::from_slice(&quality).unwrap();
+    let last = issues.as_array().unwrap().last().unwrap();
+    assert_eq!(last["check_name"], "sentinel/left-out", "{last}");
+    let said = last["description"].as_str().unwrap();
+    let left_out: usize = said
+        .strip_prefix("sentinel: ")
+        .and_then(|s| s.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{said}"));
+    assert_eq!(
+        issues.as_array().unwrap().len() - 1 + left_out,
+        80 * 50,
+        "{said}"
+    );
+
+    let page = String::from_utf8(report_file(&sb, "dashboard.md")).unwrap();
+    assert!(
+        page.len() <= 1_000_000,
+        "the dashboard is {} bytes",
+        page.len()
+    );
+    let rows = page.lines().filter(|l| l.starts_with("| `src/f")).count();
+    let tail = page.lines().last().unwrap();
+    assert!(
+        tail.starts_with(&format!(
+            "{} finding(s) of {} more file(s) are left out",
+            (80 - rows) * 50,
+            80 - rows
+        )),
+        "{rows} rows, then: {tail}"
+    );
 }
