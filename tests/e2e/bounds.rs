@@ -223,3 +223,52 @@ fn eighty_files_of_50_long_findings_keep_both_reports_under_their_bounds_and_say
         "{rows} rows, then: {tail}"
     );
 }
+
+#[test]
+fn a_failed_dashboard_after_a_good_save_says_the_state_was_saved_and_which_write_failed() {
+    // The dashboard file, in a directory that does not exist.
+    let sb = Sandbox::with_files(&["a.js"]);
+    let page = sb.root().join("no-such-dir").join("dashboard.md");
+    let out = sb
+        .tick_cmd(&at(0))
+        .arg("--dashboard-file")
+        .arg(&page)
+        .output();
+    expect_code(&out, 10);
+    let saved = format!(
+        "the state `{}` was saved; only the dashboard failed: ",
+        sb.state.display()
+    );
+    assert!(out.stderr.contains(&saved), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("the dashboard file was not written"),
+        "{}",
+        out.stderr
+    );
+    assert!(sb.state.is_file());
+
+    // The dashboard issue, refused by GitLab with a 500.
+    let sb = Sandbox::with_files(&["a.js"]);
+    let gl = sb.gitlab();
+    gl.push(Endpoint::Issues, Reply::error(500, "500.json"));
+    let out = sb
+        .api_tick_cmd(&Api::new(&gl), &at(0))
+        .arg("--dashboard")
+        .output();
+    expect_code(&out, 10);
+    let saved = format!(
+        "the state `{}` was saved; only the dashboard failed: ",
+        sb.state.display()
+    );
+    assert!(out.stderr.contains(&saved), "{}", out.stderr);
+    assert!(out.stderr.contains("500"), "{}", out.stderr);
+    let writes = out.json()["writes"].clone();
+    assert!(
+        writes
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["kind"] == "dashboard" && w["ok"] == false),
+        "{writes}"
+    );
+}
