@@ -285,7 +285,7 @@ impl Work<'_> {
             return;
         };
         let target = format!("{path} on {}", patcher.target());
-        let message = format!("sentinel: proposed change to {path}\n\n{}", proposal.reason);
+        let message = crate::patch::commit_message(path, &proposal.reason);
         let result = match intent {
             Ok(()) => patcher.commit(path, &content, &message),
             Err(why) => Err(format!("not committed: {why}")),
@@ -302,12 +302,20 @@ impl Work<'_> {
                 proposal.patch_commit = Some(commit);
                 proposal.patch_pending = None;
             }
-            Err(why) => self.writes.push(WriteLog {
-                kind: "patch",
-                target,
-                ok: false,
-                detail: why,
-            }),
+            Err(why) => {
+                // Waiting cannot change a refusal: the proposal is asked
+                // again when the file changes.
+                if why.starts_with(crate::patch::REFUSED) {
+                    self.notes.push(format!("patch {why}"));
+                    proposal.patch_pending = None;
+                }
+                self.writes.push(WriteLog {
+                    kind: "patch",
+                    target,
+                    ok: false,
+                    detail: why,
+                });
+            }
         }
     }
 

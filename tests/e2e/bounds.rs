@@ -272,3 +272,151 @@ fn a_failed_dashboard_after_a_good_save_says_the_state_was_saved_and_which_write
         "{writes}"
     );
 }
+
+/// A patching tick: the model's answer holds `content` for the file, with
+/// `reason`.
+fn patching_tick(sb: &Sandbox, reason: &str, content: &str) -> Output {
+    let ai = FakeOpenAi::start();
+    let answer = json!({
+        "action": "EVOLVE",
+        "reason": reason,
+        "findings": [{"line": 1, "severity": "major", "message": "timing leak"}],
+        "content": content,
+    });
+    ai.answer_always(openai::Reply::json(
+        200,
+        &openai::completion(&answer.to_string(), None),
+    ));
+    sb.tick_cmd(&at(0))
+        .args([
+            "--fake-sleep",
+            "--llm-url",
+            &ai.base_url(),
+            "--propose",
+            "patches",
+        ])
+        .env("OPENAI_API_KEY", openai::KEY)
+        .output()
+}
+
+/// The `kind: patch` write of a report.
+fn patch_write(report: &Value) -> Value {
+    report["writes"]
+        .as_array()
+        .and_then(|w| w.iter().find(|w| w["kind"] == "patch"))
+        .cloned()
+        .unwrap_or_else(|| panic!("no patch write in {report}"))
+}
+
+#[test]
+fn an_executable_file_keeps_mode_100755_on_the_sandbox_branch() {
+    use std::os::unix::fs::PermissionsExt;
+    let sb = Sandbox::new();
+    let rel = format!("{WATCHED}/deploy.js");
+    sb.repo
+        .write(&rel, "#!/usr/bin/env node\nmodule.exports = 1;\n");
+    fs::set_permissions(sb.repo.root.join(&rel), fs::Permissions::from_mode(0o755)).unwrap();
+    sb.repo.commit("an executable script");
+    assert!(
+        sb.repo
+            .git(&["ls-tree", "HEAD", "--", &rel])
+            .starts_with("100755 ")
+    );
+    let out = patching_tick(
+        &sb,
+        "check the token",
+        "#!/usr/bin/env node\nmodule.exports = 2;\n",
+    );
+    expect_code(&out, 10);
+    assert_eq!(patch_write(&out.json())["ok"], true, "{}", out.stdout);
+    let entry = sb.repo.git(&["ls-tree", "sentinel-sandbox", "--", &rel]);
+    assert!(entry.starts_with("100755 blob "), "{entry}");
+}
+
+#[test]
+fn a_link_on_the_sandbox_branch_is_never_patched() {
+    let sb = Sandbox::with_files(&["auth.js"]);
+    let rel = format!("{WATCHED}/auth.js");
+    // Whoever can push makes the file a link on the sandbox branch.
+    sb.repo.git(&["checkout", "-q", "-b", "sentinel-sandbox"]);
+    sb.repo.remove(&rel);
+    std::os::unix::fs::symlink("/etc/passwd", sb.repo.root.join(&rel)).unwrap();
+    sb.repo.commit("a link in place of the file");
+    sb.repo.git(&["checkout", "-q", "main"]);
+    let tip = sb.repo.git(&["rev-parse", "sentinel-sandbox"]);
+    let out = patching_tick(&sb, "check the token", "// fixed\n");
+    expect_code(&out, 10);
+    let report = out.json();
+    let write = patch_write(&report);
+    assert_eq!(write["ok"], false, "{write}");
+    assert!(
+        write["detail"].as_str().unwrap().contains("symbolic link"),
+        "{write}"
+    );
+    assert!(
+        notes(&report).contains("is a symbolic link on the sandbox branch"),
+        "{report}"
+    );
+    assert_eq!(
+        sb.repo.git(&["rev-parse", "sentinel-sandbox"]),
+        tip,
+        "no commit"
+    );
+    let entry = sb.repo.git(&["ls-tree", "sentinel-sandbox", "--", &rel]);
+    assert!(entry.starts_with("120000 "), "{entry}");
+}
+
+#[test]
+fn a_name_that_is_not_utf8_is_never_patched_at_a_mangled_name() {
+    use std::os::unix::ffi::OsStrExt;
+    let sb = Sandbox::new();
+    let dir = sb.repo.root.join(WATCHED);
+    fs::create_dir_all(&dir).unwrap();
+    let name = std::ffi::OsStr::from_bytes(b"caf\xff.js");
+    fs::write(dir.join(name), "// cafe\nmodule.exports = 1;\n").unwrap();
+    sb.repo.commit("a name in Latin-1");
+    let out = patching_tick(&sb, "check the token", "// fixed\n");
+    expect_code(&out, 10);
+    let report = out.json();
+    let write = patch_write(&report);
+    assert_eq!(write["ok"], false, "{write}");
+    assert!(
+        write["detail"]
+            .as_str()
+            .unwrap()
+            .contains("not valid UTF-8"),
+        "{write}"
+    );
+    assert!(notes(&report).contains("not valid UTF-8"), "{report}");
+    let sandbox = sb
+        .repo
+        .git(&["for-each-ref", "refs/heads/sentinel-sandbox"]);
+    if !sandbox.is_empty() {
+        // `-z` would show raw bytes; quoted names show U+FFFD as \357\277\275.
+        let names = sb
+            .repo
+            .git(&["ls-tree", "-r", "--name-only", "sentinel-sandbox"]);
+        assert!(!names.contains("\\357\\277\\275"), "{names}");
+    }
+}
+
+#[test]
+fn a_200_kb_reason_is_committed_with_a_bounded_message_that_keeps_its_subject() {
+    let sb = Sandbox::with_files(&["auth.js"]);
+    let reason = format!("compare in constant time {}", "r".repeat(200_000));
+    let out = patching_tick(&sb, &reason, "// fixed\n");
+    expect_code(&out, 10);
+    let write = patch_write(&out.json());
+    assert_eq!(write["ok"], true, "{write}");
+    let message = sb
+        .repo
+        .git(&["log", "-1", "--format=%B", "sentinel-sandbox"]);
+    assert!(
+        message.starts_with(&format!(
+            "sentinel: proposed change to {WATCHED}/auth.js\n\ncompare in constant time r"
+        )),
+        "{}",
+        &message[..200.min(message.len())]
+    );
+    assert!(message.len() < 10_000, "{} bytes", message.len());
+}
