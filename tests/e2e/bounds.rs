@@ -133,6 +133,13 @@ fn sixty_thousand_findings_at_line_u64_max_are_bounded_in_the_state_and_the_repo
     );
 
     let state = fs::read(&sb.state).unwrap();
+    let sizes = ["gl-code-quality.json", "dashboard.md"].map(|f| report_file(&sb, f).len());
+    eprintln!(
+        "60,000 findings: state {} bytes, Code Quality {} bytes, dashboard {} bytes",
+        state.len(),
+        sizes[0],
+        sizes[1]
+    );
     assert!(state.len() < 200_000, "the state is {} bytes", state.len());
     let kept = state_of(&sb)["llm"]["proposals"][path]["findings"].clone();
     let kept = kept.as_array().expect("the proposal's findings");
@@ -186,6 +193,11 @@ fn eighty_files_of_50_long_findings_keep_both_reports_under_their_bounds_and_say
     assert_eq!(ai.posts(), 80);
 
     let quality = report_file(&sb, "gl-code-quality.json");
+    eprintln!(
+        "80 files of 50 findings: Code Quality {} bytes, dashboard {} bytes",
+        quality.len(),
+        report_file(&sb, "dashboard.md").len()
+    );
     assert!(
         quality.len() <= 4 << 20,
         "the report is {} bytes",
