@@ -29,6 +29,25 @@ pub trait Patcher {
     }
 }
 
+/// The most characters of a commit message's body: a model's reason can be
+/// any length, and a commit that fails on its message fails on every wake.
+pub const MAX_MESSAGE_BODY_CHARS: usize = 4_000;
+
+/// The start of a refusal that waiting cannot change (a link, a name that is
+/// not UTF-8): the proposal is not tried again until the file changes.
+pub const REFUSED: &str = "refused: ";
+
+/// The commit message of a patch: one subject line naming the file (its
+/// control characters escaped, so a name cannot add lines), then the
+/// reason, capped.
+pub fn commit_message(path: &str, reason: &str) -> String {
+    format!(
+        "sentinel: proposed change to {}\n\n{}\n",
+        crate::report::escape::terminal(path),
+        crate::llm::bounds::cap(reason.trim(), MAX_MESSAGE_BODY_CHARS)
+    )
+}
+
 /// Check a proposed content before it is committed.
 pub fn validate(current: &[u8], proposed: &str, limit: u64) -> Result<(), String> {
     if proposed.len() as u64 > limit {
@@ -108,7 +127,7 @@ impl GitBranch {
     fn commit_blob(
         &self,
         parent: &str,
-        blob: &str,
+        (blob, mode): (&str, &str),
         path: &str,
         message: &str,
         previous: Option<&str>,
@@ -125,16 +144,17 @@ impl GitBranch {
                     "update-index",
                     "--add",
                     "--cacheinfo",
-                    &format!("100644,{blob},{path}"),
+                    &format!("{mode},{blob},{path}"),
                 ],
                 Some(&index_path),
                 None,
             )?;
             let tree = self.git(&["write-tree"], Some(&index_path), None)?;
+            // The message on stdin: an argument is limited in length (E2BIG).
             let commit = self.git(
-                &["commit-tree", &tree, "-p", parent, "-m", message],
+                &["commit-tree", &tree, "-p", parent],
                 None,
-                None,
+                Some(message.as_bytes()),
             )?;
             let old = previous.map_or_else(|| "0".repeat(40), str::to_string);
             self.git(&["update-ref", &reference, &commit, &old], None, None)?;
@@ -142,6 +162,48 @@ impl GitBranch {
         })();
         let _ = std::fs::remove_file(&index_path);
         result
+    }
+}
+
+impl GitBranch {
+    /// The mode to commit `path` with: the one it has on `parent`, else on
+    /// the watched revision. A link, a submodule or a directory is refused,
+    /// and so is a name found in neither tree: the listing shows a name that
+    /// is not UTF-8 with U+FFFD, and a patch there would add a new file.
+    fn mode_of(&self, parent: &str, path: &str) -> Result<&'static str, String> {
+        for tree in [parent, self.base.as_str()] {
+            let entry = self.git(
+                &["--literal-pathspecs", "ls-tree", tree, "--", path],
+                None,
+                None,
+            )?;
+            let Some(mode) = entry.split(' ').next().filter(|m| !m.is_empty()) else {
+                continue;
+            };
+            return match mode {
+                "100644" => Ok("100644"),
+                "100755" => Ok("100755"),
+                "120000" => Err(format!(
+                    "{REFUSED}`{}` is a symbolic link on the sandbox branch; a link is never patched",
+                    crate::report::escape::terminal(path)
+                )),
+                other => Err(format!(
+                    "{REFUSED}`{}` is not a regular file (mode {other}); only files are patched",
+                    crate::report::escape::terminal(path)
+                )),
+            };
+        }
+        Err(if path.contains('\u{FFFD}') {
+            format!(
+                "{REFUSED}the name of `{}` is not valid UTF-8; a patch would create a file under a changed name",
+                crate::report::escape::terminal(path)
+            )
+        } else {
+            format!(
+                "{REFUSED}`{}` is in neither the sandbox branch nor the watched revision",
+                crate::report::escape::terminal(path)
+            )
+        })
     }
 }
 
@@ -174,12 +236,13 @@ impl Patcher for GitBranch {
                 None,
             )?,
         };
+        let mode = self.mode_of(&parent, path)?;
         let blob = self.git(
             &["hash-object", "-w", "--stdin"],
             None,
             Some(content.as_bytes()),
         )?;
-        self.commit_blob(&parent, &blob, path, message, previous.as_deref())
+        self.commit_blob(&parent, (&blob, mode), path, message, previous.as_deref())
     }
 
     fn target(&self) -> String {

@@ -12,6 +12,8 @@ mod adapters;
 mod advisor;
 #[path = "e2e/agents.rs"]
 mod agents;
+#[path = "e2e/bounds.rs"]
+mod bounds;
 #[path = "e2e/canaries.rs"]
 mod canaries;
 #[path = "e2e/costs.rs"]

@@ -2,6 +2,7 @@
 
 pub mod admin;
 pub mod agent;
+pub mod bounds;
 pub mod client;
 pub mod peers;
 pub mod prices;

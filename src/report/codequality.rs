@@ -109,10 +109,51 @@ pub fn render_with(
             });
         }
     }
+    let left_out = keep_within(&mut issues, MAX_REPORT_BYTES - LEFT_OUT_RESERVE)?;
+    let note;
+    if left_out > 0 {
+        note = format!(
+            "sentinel: {left_out} more finding(s) were left out to keep this report under {MAX_REPORT_BYTES} bytes; the state lists every open proposal"
+        );
+        issues.push(Issue {
+            description: &note,
+            check_name: "sentinel/left-out".into(),
+            fingerprint: fingerprint("", 1, "sentinel/left-out"),
+            severity: "info",
+            location: Location {
+                path: issues.last().map_or("", |i| i.location.path),
+                lines: Lines { begin: 1 },
+            },
+        });
+    }
     // Messages and paths come from the model: redacted on the way out.
     let mut out = crate::redact::to_string_pretty(&issues)?.into_bytes();
     out.push(b'\n');
     Ok(out)
+}
+
+/// The most bytes the report is: GitLab parses the whole artifact on every
+/// pipeline, and sentinel rewrites it on every wake that changes it.
+pub const MAX_REPORT_BYTES: usize = 4 << 20;
+/// Room kept for the entry that says how many were left out.
+const LEFT_OUT_RESERVE: usize = 4 << 10;
+
+/// Drop the issues past the first ones whose pretty JSON fits in `budget`
+/// bytes; the number dropped. Each issue is measured as it sits in the
+/// array: its own lines, indented two more spaces, and a `,\n`.
+fn keep_within(issues: &mut Vec<Issue<'_>>, budget: usize) -> anyhow::Result<usize> {
+    let mut used = 4; // "[\n", "]\n"
+    for (i, issue) in issues.iter().enumerate() {
+        let own = serde_json::to_vec_pretty(issue)?;
+        let lines = own.iter().filter(|b| **b == b'\n').count() + 1;
+        used += own.len() + 2 * lines + 2;
+        if used > budget {
+            let left_out = issues.len() - i;
+            issues.truncate(i);
+            return Ok(left_out);
+        }
+    }
+    Ok(0)
 }
 
 #[cfg(test)]

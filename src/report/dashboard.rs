@@ -68,18 +68,36 @@ pub fn render(state: &State, web_url: Option<&str>, now: DateTime<Utc>) -> Strin
     let head = state.wake.last_head.as_deref();
     let _ = writeln!(out, "| file | severity | findings | since |");
     let _ = writeln!(out, "|---|---|---|---|");
+    let (mut files_left, mut findings_left) = (0usize, 0usize);
     for (path, p) in &state.llm.proposals {
-        let _ = writeln!(
-            out,
-            "| {} | {} | {} | {} |",
+        let row = format!(
+            "| {} | {} | {} | {} |\n",
             escape::code(path),
             worst(&p.findings),
             findings_cell(path, p, web_url, head),
             p.ts.date_naive()
         );
+        if files_left > 0 || out.len() + row.len() > MAX_PAGE_BYTES - LEFT_OUT_RESERVE {
+            files_left += 1;
+            findings_left += p.findings.len().max(1);
+            continue;
+        }
+        out.push_str(&row);
+    }
+    if files_left > 0 {
+        let _ = writeln!(
+            out,
+            "\n{findings_left} finding(s) of {files_left} more file(s) are left out to keep this page under {MAX_PAGE_BYTES} bytes (GitLab's limit for an issue description is 1,048,576 characters); the state lists every open proposal."
+        );
     }
     out
 }
+
+/// The most bytes of the page: under GitLab's limit of 1,048,576 characters
+/// for an issue description (a character is at least one byte).
+pub const MAX_PAGE_BYTES: usize = 1_000_000;
+/// Room kept for the line that says what was left out.
+const LEFT_OUT_RESERVE: usize = 1_000;
 
 /// The health line: the last wake, the no-op rate, today's calls and cost
 /// (zero once the budget's day is past) and the circuit.

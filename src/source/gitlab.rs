@@ -89,6 +89,9 @@ struct Reply {
     link_next: Option<String>,
     blob_id: Option<String>,
     body: Vec<u8>,
+    /// Why the body ended before the length the headers announced: only a
+    /// blob read may still use it, when the bytes hash to the id asked for.
+    cut: Option<SourceError>,
 }
 
 pub struct GitLabSource {
@@ -235,7 +238,13 @@ impl GitLabSource {
         let mut retries = 0;
         loop {
             self.count(kind);
-            let reply = self.send(&url, limit, head_only)?;
+            let mut reply = self.send(&url, limit, head_only, kind)?;
+            if let Some(cut) = reply
+                .cut
+                .take_if(|_| kind != Kind::Read || reply.status >= 300)
+            {
+                return Err(cut);
+            }
             match reply.status {
                 200..=299 => return Ok(reply),
                 301 | 302 | 303 | 307 | 308 => {
@@ -277,7 +286,13 @@ impl GitLabSource {
         }
     }
 
-    fn send(&self, url: &str, limit: u64, head_only: bool) -> Result<Reply, SourceError> {
+    fn send(
+        &self,
+        url: &str,
+        limit: u64,
+        head_only: bool,
+        kind: Kind,
+    ) -> Result<Reply, SourceError> {
         let mut request = if head_only {
             self.agent.head(url)
         } else {
@@ -293,22 +308,36 @@ impl GitLabSource {
         let link_next = where_next(&response, status);
         let blob_id = header_value(&response, "x-gitlab-blob-id");
         let retry_after = header_value(&response, "retry-after");
-        let content_length: Option<u64> =
-            header_value(&response, "content-length").and_then(|v| v.parse().ok());
         if head_only {
             return Ok(Reply {
                 status,
                 link_next,
                 blob_id,
                 body: retry_after.map(String::into_bytes).unwrap_or_default(),
+                cut: None,
             });
         }
-        let body = read_body(&mut response, url, status, content_length, limit)?;
+        // A JSON answer announced over its limit is refused unread (it would
+        // fail either way: too long, or shorter than announced). A file's
+        // announced length is never used: its bytes are counted.
+        let announced: Option<u64> =
+            header_value(&response, "content-length").and_then(|v| v.parse().ok());
+        if kind != Kind::Read
+            && (200..300).contains(&status)
+            && let Some(n) = announced.filter(|n| *n > limit)
+        {
+            return Err(SourceError::Unavailable(format!(
+                "GitLab announced {n} bytes for {}, over the limit of {limit} bytes; not read",
+                self.describe(kind)
+            )));
+        }
+        let (body, cut) = read_body(&mut response, url, status, limit)?;
         let mut reply = Reply {
             status,
             link_next,
             blob_id,
             body,
+            cut,
         };
         if status == 429 {
             // Keep the header's value where `reply_wait` finds it.
@@ -510,41 +539,35 @@ fn where_next(response: &ureq::http::Response<ureq::Body>, status: u16) -> Optio
     next_link(&links.join(","))
 }
 
-/// The body, never read past `limit` + 1 bytes (beyond that, `TooLarge`). A
-/// successful answer over `limit` is `TooLarge` too, whether its length
-/// announced it or reading found it.
+/// The body as counted, never read past `limit` + 1 bytes: a successful
+/// answer longer than `limit` is `ReadStopped`, whatever its headers said.
+/// A body that ends before its announced length comes back with the error
+/// that cut it (`Some`), for the caller to judge.
 fn read_body(
     response: &mut ureq::http::Response<ureq::Body>,
     url: &str,
     status: u16,
-    content_length: Option<u64>,
     limit: u64,
-) -> Result<Vec<u8>, SourceError> {
-    if (200..300).contains(&status) && content_length.is_some_and(|n| n > limit) {
-        return Err(SourceError::TooLarge {
-            size: content_length.unwrap_or(0),
-            limit,
-        });
-    }
-    let body = response
+) -> Result<(Vec<u8>, Option<SourceError>), SourceError> {
+    use std::io::Read as _;
+    let mut body = Vec::new();
+    let read = response
         .body_mut()
         .with_config()
         .limit(limit.saturating_add(1))
-        .read_to_vec()
-        .map_err(|e| match e {
-            ureq::Error::BodyExceedsLimit(_) => SourceError::TooLarge {
-                size: limit.saturating_add(1),
-                limit,
-            },
-            other => transport_error(url_path(url), other),
-        })?;
+        .reader()
+        .read_to_end(&mut body);
+    let cut = match read.map_err(ureq::Error::from) {
+        Ok(_) => None,
+        Err(ureq::Error::BodyExceedsLimit(_)) => {
+            return Err(SourceError::ReadStopped { limit });
+        }
+        Err(other) => Some(transport_error(url_path(url), other)),
+    };
     if (200..300).contains(&status) && body.len() as u64 > limit {
-        return Err(SourceError::TooLarge {
-            size: body.len() as u64,
-            limit,
-        });
+        return Err(SourceError::ReadStopped { limit });
     }
-    Ok(body)
+    Ok((body, cut))
 }
 
 fn url_path(url: &str) -> &str {
@@ -755,10 +778,15 @@ impl Source for GitLabSource {
             )));
         }
         let url = self.project_url(&format!("blobs/{blob}/raw"));
-        let body = self.get(Kind::Read, &url, limit, false)?.body;
+        let reply = self.get(Kind::Read, &url, limit, false)?;
+        let body = reply.body;
         // A proxy's sign-in page answered with 200 is not the file: bytes
         // that do not hash to the content id asked for are no read at all.
+        // Bytes that do are the whole file, whatever length was announced.
         if git_blob_id(&body, blob.len()) != blob.to_ascii_lowercase() {
+            if let Some(cut) = reply.cut {
+                return Err(cut);
+            }
             return Err(SourceError::Unavailable(format!(
                 "GitLab answered blob {} with bytes of another content (a proxy page?)",
                 &blob[..blob.len().min(12)]
@@ -917,6 +945,7 @@ mod tests {
             link_next: None,
             blob_id: None,
             body: v.as_bytes().to_vec(),
+            cut: None,
         };
         assert_eq!(reply_wait(&reply("7")), Some(Duration::from_secs(7)));
         assert_eq!(reply_wait(&reply("0")), None);

@@ -58,6 +58,9 @@ pub enum SourceError {
     Config(String),
     /// The object is larger than the limit; it was not read into memory.
     TooLarge { size: u64, limit: u64 },
+    /// The object's bytes went past the limit while they were counted: the
+    /// read stopped there, and its size is only known to be over it.
+    ReadStopped { limit: u64 },
 }
 
 impl fmt::Display for SourceError {
@@ -66,6 +69,9 @@ impl fmt::Display for SourceError {
             SourceError::Unavailable(msg) | SourceError::Config(msg) => write!(f, "{msg}"),
             SourceError::TooLarge { size, limit } => {
                 write!(f, "{size} bytes is over the limit of {limit} bytes")
+            }
+            SourceError::ReadStopped { limit } => {
+                write!(f, "the read stopped at the limit of {limit} bytes")
             }
         }
     }

@@ -7,6 +7,7 @@ use super::Work;
 use super::config::AdvisorSettings;
 use super::judge::{Judgement, Subject};
 use crate::gate::budget;
+use crate::llm::bounds;
 use crate::llm::client::Action;
 use crate::llm::client::{AdviceRequest, Answer, Call, Outcome as CallOutcome};
 use crate::llm::prices::{self, CostSource};
@@ -202,9 +203,10 @@ impl Work<'_> {
         state: &mut State,
         s: &Subject,
         bytes: Option<&[u8]>,
-        a: Answer,
+        mut a: Answer,
     ) -> Judgement {
         state.llm.circuit = None;
+        self.bound(s, bytes, &mut a);
         if matches!(a.action, Action::Skip) {
             return (Outcome::LlmSkip, a.reason, None);
         }
@@ -244,6 +246,29 @@ impl Work<'_> {
         (Outcome::Evolve, a.reason, Some(a.findings))
     }
 
+    /// Bound what the answer leaves in the state and the reports (see
+    /// `llm::bounds`), and note what was cut. Without the bytes, a file
+    /// cannot have more lines than bytes.
+    fn bound(&mut self, s: &Subject, bytes: Option<&[u8]>, a: &mut Answer) {
+        let left_out = bounds::bound(a);
+        let lines = bytes.map_or(s.facts.chars.max(1), bounds::line_count);
+        let moved = bounds::within(&mut a.findings, lines);
+        if left_out > 0 {
+            self.notes.push(format!(
+                "`{}`: the model sent {} findings; the first {} are kept",
+                s.path,
+                left_out + a.findings.len(),
+                bounds::MAX_FINDINGS
+            ));
+        }
+        if moved > 0 {
+            self.notes.push(format!(
+                "`{}`: {moved} finding(s) named a line outside the file's {lines} lines; they are reported on line 1",
+                s.path
+            ));
+        }
+    }
+
     /// Commit a proposal's pending content to the sandbox branch. A failure
     /// keeps it pending for a later wake: one attempt per wake, no loop.
     /// The decision journal holds the intent before the commit and the
@@ -261,11 +286,9 @@ impl Work<'_> {
             return;
         };
         let target = format!("{path} on {}", patcher.target());
-        // The reason is the model's or the agent's: redacted before it is committed.
-        let message = crate::redact::text(&format!(
-            "sentinel: proposed change to {path}\n\n{}",
-            proposal.reason
-        ));
+        // The reason is the model's or the agent's: redacted before it is cut
+        // and committed, so no piece of a secret survives the cut.
+        let message = crate::patch::commit_message(path, &crate::redact::text(&proposal.reason));
         let result = match intent {
             Ok(()) => patcher.commit(path, &content, &message),
             Err(why) => Err(format!("not committed: {why}")),
@@ -282,12 +305,20 @@ impl Work<'_> {
                 proposal.patch_commit = Some(commit);
                 proposal.patch_pending = None;
             }
-            Err(why) => self.writes.push(WriteLog {
-                kind: "patch",
-                target,
-                ok: false,
-                detail: why,
-            }),
+            Err(why) => {
+                // Waiting cannot change a refusal: the proposal is asked
+                // again when the file changes.
+                if why.starts_with(crate::patch::REFUSED) {
+                    self.notes.push(format!("patch {why}"));
+                    proposal.patch_pending = None;
+                }
+                self.writes.push(WriteLog {
+                    kind: "patch",
+                    target,
+                    ok: false,
+                    detail: why,
+                });
+            }
         }
     }
 

@@ -53,12 +53,15 @@ pub fn review_due(record: &FileRecord, path: &str, locks: &[String]) -> Option<D
 
 /// Learn the facts of one content id: one read, unless it is over the limit,
 /// in which case the content id itself stands for the bytes. The flag says
-/// whether the bytes were read, and hands them over.
+/// whether the bytes were read, and hands them over. A read that stopped at
+/// the limit is noted: its size is the limit plus one, the most counted,
+/// and the file is never judged on the part that was read.
 pub(crate) fn read_facts(
     source: &mut dyn Source,
     path: &str,
     blob: &str,
     limit: u64,
+    notes: &mut Vec<String>,
 ) -> Result<(ContentFacts, Option<Vec<u8>>), SourceError> {
     match source.read(blob, limit) {
         Ok(bytes) => Ok((
@@ -69,15 +72,24 @@ pub(crate) fn read_facts(
             },
             Some(bytes),
         )),
-        Err(SourceError::TooLarge { size, .. }) => Ok((
-            ContentFacts {
-                hash: blob.get(..16).unwrap_or(blob).to_string(),
-                chars: size,
-                imports: Vec::new(),
-            },
-            None,
-        )),
+        Err(SourceError::TooLarge { size, .. }) => Ok((by_id(blob, size), None)),
+        Err(SourceError::ReadStopped { limit }) => {
+            notes.push(format!(
+                "`{path}`: the read stopped at the limit of {limit} bytes (--max-file-bytes); \
+                 the file is fingerprinted by its content id and not sent to the model"
+            ));
+            Ok((by_id(blob, limit.saturating_add(1)), None))
+        }
         Err(e) => Err(e),
+    }
+}
+
+/// The facts of a file not read: its content id stands for its bytes.
+fn by_id(blob: &str, size: u64) -> ContentFacts {
+    ContentFacts {
+        hash: blob.get(..16).unwrap_or(blob).to_string(),
+        chars: size,
+        imports: Vec::new(),
     }
 }
 
@@ -180,7 +192,7 @@ pub fn current_fingerprint(
     current.blob = Some(record.blob.clone());
     let facts = match record.content.as_ref() {
         Some(f) => f.clone(),
-        None => match read_facts(source, path, &record.blob, max_file_bytes) {
+        None => match read_facts(source, path, &record.blob, max_file_bytes, &mut Vec::new()) {
             Ok((f, _)) => f,
             Err(e) => {
                 current.error = Some(format!("could not read the file: {e}"));

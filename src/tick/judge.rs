@@ -393,7 +393,8 @@ impl Work<'_> {
         blob: &str,
     ) -> Result<std::result::Result<(ContentFacts, Option<Vec<u8>>), SourceError>> {
         self.read_calls += 1;
-        match read_facts(&mut *self.source, path, blob, self.cfg.max_file_bytes) {
+        let limit = self.cfg.max_file_bytes;
+        match read_facts(&mut *self.source, path, blob, limit, &mut self.notes) {
             Ok((f, b)) => {
                 self.reads += u64::from(b.is_some());
                 Ok(Ok((f, b)))

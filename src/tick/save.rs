@@ -182,11 +182,23 @@ pub(super) fn write(
     if cfg.dry_run {
         return Ok(());
     }
-    if let Some(publisher) = publisher {
-        publish(cfg, state, publisher, report);
-    }
-    let bytes = storage.save(state)?;
+    let dashboard_failed = publisher.and_then(|p| publish(cfg, state, p, report));
+    let bytes = match storage.save(state) {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            report.notes.extend(dashboard_failed);
+            return Err(e);
+        }
+    };
     report.state_written = true;
+    // Published before the save so the saved hash is what was published;
+    // the failure is told once the save's outcome is known.
+    if let Some(detail) = dashboard_failed {
+        report.notes.push(format!(
+            "the state `{}` was saved; only the dashboard failed: {detail}; the next waking tick tries again",
+            cfg.state.display()
+        ));
+    }
     report.writes.push(WriteLog {
         kind: "state",
         target: cfg.state.display().to_string(),
@@ -224,17 +236,18 @@ pub(super) fn write(
     Ok(())
 }
 
-/// Publish the dashboard when its content (health line aside) changed.
+/// Publish the dashboard when its content (health line aside) changed;
+/// why it failed, if it did.
 fn publish(
     cfg: &TickConfig,
     state: &mut State,
     publisher: &mut dyn Publisher,
     report: &mut TickReport,
-) {
+) -> Option<String> {
     let page = dashboard::render(state, cfg.web_url.as_deref(), cfg.now);
     let h = dashboard::hash(dashboard::without_health(&page));
     if state.llm.dashboard_hash.as_deref() == Some(h.as_str()) {
-        return;
+        return None;
     }
     // The page quotes reasons and errors from peers: redacted before it leaves.
     let (ok, detail) = match publisher.publish(&crate::redact::text(&page)) {
@@ -242,15 +255,14 @@ fn publish(
             state.llm.dashboard_hash = Some(h);
             (true, detail)
         }
-        Err(detail) => {
-            report.notes.push(detail.clone());
-            (false, detail)
-        }
+        Err(detail) => (false, detail),
     };
+    let failed = (!ok).then(|| detail.clone());
     report.writes.push(WriteLog {
         kind: "dashboard",
         target: publisher.target(),
         ok,
         detail,
     });
+    failed
 }

@@ -1145,7 +1145,7 @@ fn gitlab_a_10_mb_listing_page_is_read_and_a_40_mb_one_is_refused_unread() {
     assert_eq!(
         notes(&r),
         format!(
-            "listing failed: {} bytes is over the limit of 33554432 bytes",
+            "listing failed: GitLab announced {} bytes for the tree listing, over the limit of 33554432 bytes; not read",
             answer_len(&sb, &gl, 40 << 20)
         )
     );
