@@ -314,11 +314,16 @@ fn evict(open: &mut BTreeMap<String, Watch>, keep: &str, limit: usize) {
         // of a large first run): one pass for the oldest, nothing copied.
         // The map iterates by path and `min_by_key` keeps the first of equal
         // keys: the tie goes to the smallest path, as with the sort below.
-        let oldest = open
-            .iter()
-            .filter(|(p, _)| p.as_str() != keep)
-            .min_by_key(|(_, w)| w.last_ts)
-            .map(|(p, _)| p.clone());
+        // The file in hand is rarely the oldest: only then is the pass made
+        // again without it, so the common pass compares no paths at all.
+        let oldest = match open.iter().min_by_key(|(_, w)| w.last_ts) {
+            Some((p, _)) if p != keep => Some(p.clone()),
+            _ => open
+                .iter()
+                .filter(|(p, _)| p.as_str() != keep)
+                .min_by_key(|(_, w)| w.last_ts)
+                .map(|(p, _)| p.clone()),
+        };
         match oldest {
             Some(p) => open.remove(&p),
             None => open.remove(keep),
