@@ -81,7 +81,10 @@ def _alarm(_signum, _frame):
 
 
 def spawn_wait(argv, env, timeout_s, stdout="/dev/null", stderr="/dev/null"):
-    """Start argv, wait for it; returns (wall ms, exit code, ru_maxrss KiB).
+    """Start argv, wait for it; returns (wall ms, exit code, ru_maxrss KiB,
+    CPU ms): the CPU time, user plus system, of the child and of the
+    children it waited for, which the load of the machine moves far less
+    than the wall time.
 
     posix_spawn + wait4 keeps the harness's own share small and equal for
     every command measured; the wall time runs from just before the spawn to
@@ -104,7 +107,8 @@ def spawn_wait(argv, env, timeout_s, stdout="/dev/null", stderr="/dev/null"):
     finally:
         signal.alarm(0)
     t1 = time.perf_counter_ns()
-    return (t1 - t0) / 1e6, os.waitstatus_to_exitcode(status), usage.ru_maxrss
+    cpu_ms = (usage.ru_utime + usage.ru_stime) * 1000
+    return (t1 - t0) / 1e6, os.waitstatus_to_exitcode(status), usage.ru_maxrss, cpu_ms
 
 
 def percentile(values, p):
@@ -190,7 +194,7 @@ def run_with_rss(argv, env, timeout_s, workdir, name):
     err = os.path.join(workdir, f"{name}.stderr")
     if os.access(GNU_TIME, os.X_OK):
         tv = os.path.join(workdir, f"{name}.time")
-        wall, code, _ = spawn_wait([GNU_TIME, "-v", "-o", tv] + argv, env, timeout_s, stderr=err)
+        wall, code, _, _ = spawn_wait([GNU_TIME, "-v", "-o", tv] + argv, env, timeout_s, stderr=err)
         text = open(tv, encoding="utf-8", errors="replace").read()
         m = re.search(r"Maximum resident set size \(kbytes\):\s*(\d+)", text)
         rss_kib = int(m.group(1)) if m else None
@@ -199,7 +203,7 @@ def run_with_rss(argv, env, timeout_s, workdir, name):
         if ex:
             code = int(ex.group(1))
     else:
-        wall, code, rss_kib = spawn_wait(argv, env, timeout_s, stderr=err)
+        wall, code, rss_kib, _ = spawn_wait(argv, env, timeout_s, stderr=err)
         how = "wait4 ru_maxrss, an upper bound (no /usr/bin/time)"
     line = open(err, encoding="utf-8", errors="replace").read().strip()
     return wall / 1000, code, rss_kib, how, line
@@ -294,24 +298,25 @@ def bench_first_runs(n, first_reps, bin_path, repo, work, env, git_bin):
     state directory the last first run left."""
     state_dir = os.path.join(work, "state")
     state = os.path.join(state_dir, "state.json")
-    samples = {"first": [], "floor": []}
+    samples = {"first": [], "floor": [], "first_cpu": [], "floor_cpu": []}
     line = ""
     for i in range(first_reps):
         for kind in (("first", "floor") if i % 2 == 0 else ("floor", "first")):
             if kind == "floor":
-                ms, code, _ = spawn_wait(floor_argv(git_bin, repo), env, FIRST_RUN_TIMEOUT_S)
+                ms, code, _, cpu = spawn_wait(floor_argv(git_bin, repo), env, FIRST_RUN_TIMEOUT_S)
                 if code != 0:
                     raise RuntimeError(f"the floor pipeline exited {code}")
             else:
                 shutil.rmtree(state_dir, ignore_errors=True)
                 err = os.path.join(work, "first_run.stderr")
-                ms, code, _ = spawn_wait(
+                ms, code, _, cpu = spawn_wait(
                     first_run_argv(bin_path, repo, state), env, FIRST_RUN_TIMEOUT_S, stderr=err
                 )
                 line = open(err, encoding="utf-8", errors="replace").read().strip()
                 if code != 10:
                     raise RuntimeError(f"first tick exited {code}, expected 10 (first_run): {line}")
             samples[kind].append(ms / 1000)
+            samples[f"{kind}_cpu"].append(cpu / 1000)
     # One more, untimed, for the peak RSS and what it writes.
     shutil.rmtree(state_dir, ignore_errors=True)
     os.makedirs(state_dir)
@@ -350,7 +355,7 @@ def bench_wakes(n, reps, bin_path, repo, work, env, heads, base):
         before = dir_snapshot(state_dir)
         argv = tick_argv(bin_path, repo, state, minutes)
         if timed:
-            ms, code, _ = spawn_wait(argv, env, FIRST_RUN_TIMEOUT_S)
+            ms, code, _, _ = spawn_wait(argv, env, FIRST_RUN_TIMEOUT_S)
         else:
             _, code, kib, _, line = run_with_rss(argv, env, FIRST_RUN_TIMEOUT_S, work, kind)
             rss[kind] = kib
@@ -420,15 +425,15 @@ def bench_size(n, reps, warmup, bin_path, tmp, env, true_bin, git_bin, first_rep
         order = kinds[i % 4:] + kinds[: i % 4]
         for kind in order:
             if kind == "tick":
-                ms, code, _ = spawn_wait(tick_argv(bin_path, repo, state, i + 1), env, NOOP_TIMEOUT_S)
+                ms, code, _, _ = spawn_wait(tick_argv(bin_path, repo, state, i + 1), env, NOOP_TIMEOUT_S)
                 if code != 0:
                     raise RuntimeError(f"no-op tick {i} exited {code}, expected 0 (none)")
             elif kind == "git":
-                ms, code, _ = spawn_wait(git_argv, git_env, NOOP_TIMEOUT_S)
+                ms, code, _, _ = spawn_wait(git_argv, git_env, NOOP_TIMEOUT_S)
             elif kind == "version":
-                ms, code, _ = spawn_wait([bin_path, "--version"], env, NOOP_TIMEOUT_S)
+                ms, code, _, _ = spawn_wait([bin_path, "--version"], env, NOOP_TIMEOUT_S)
             else:
-                ms, code, _ = spawn_wait([true_bin], env, NOOP_TIMEOUT_S)
+                ms, code, _, _ = spawn_wait([true_bin], env, NOOP_TIMEOUT_S)
             if code != 0:
                 raise RuntimeError(f"{kind} exited {code}")
             if i >= warmup:
@@ -457,6 +462,8 @@ def bench_size(n, reps, warmup, bin_path, tmp, env, true_bin, git_bin, first_rep
         "phase_s": (first_s, wakes_s, noops_s),
         "first": first["first"],
         "floor": first["floor"],
+        "first_cpu": first["first_cpu"],
+        "floor_cpu": first["floor_cpu"],
         "first_written": first_written,
         "first_rss_mib": mib(fr_rss),
         "rss_via": rss_via,
@@ -523,19 +530,20 @@ def report(results, args, elapsed_s):
     p(
         "| tracked files | no-op (ms) | `git log -1` (ms) | no-op ÷ git log "
         "| 1-file wake (ms) | ÷ no-op | 100-file wake (ms) | ÷ no-op "
-        "| first run (s) | floor (s) | first run ÷ floor |"
+        "| first run (s) | floor (s) | first run ÷ floor | first run ÷ floor, CPU |"
     )
-    p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
         noop, git = median(r["tick"]), median(r["git"])
         wnoop = median(r["wakes"]["noop"])
         w1 = median(r["wakes"]["wake1"])
         wb = median(r["wakes"][f"wake{r['big']}"])
         first, floor = median(r["first"]), median(r["floor"])
+        cpu = ratio(median(r["first_cpu"]), median(r["floor_cpu"]))
         p(
             f"| {r['n']:,} | {fmt(noop)} | {fmt(git)} | {fmt(ratio(noop, git))}× "
             f"| {fmt(w1, 1)} | {fmt(ratio(w1, wnoop), 1)}× | {fmt(wb, 1)} | {fmt(ratio(wb, wnoop), 1)}× "
-            f"| {fmt(first)} | {fmt(floor)} | {fmt(ratio(first, floor), 1)}× |"
+            f"| {fmt(first)} | {fmt(floor)} | {fmt(ratio(first, floor), 1)}× | {fmt(cpu, 1)}× |"
         )
     p("")
     p(
@@ -565,6 +573,9 @@ def report(results, args, elapsed_s):
     p(f"- 1-file wake peaks at {fmt(rss, 1)} MiB — {verdict(rss, 40, ' MiB')}")
     fr = ratio(median(last["first"]), median(last["floor"]))
     p(f"- first run (`--batch 0`, no model) ÷ floor: {fmt(fr, 1)}× — {verdict(fr, 2, '×')}")
+    cpu = ratio(median(last["first_cpu"]), median(last["floor_cpu"]))
+    p(f"- the same in CPU time (user + system, git children included): {fmt(cpu, 1)}× "
+      f"({fmt(median(last['first_cpu']))} s against {fmt(median(last['floor_cpu']))} s)")
     p("")
     p(f"Machine: {machine_line()}.")
     p(
