@@ -181,9 +181,8 @@ impl GitSource {
     /// other refusal or a broken pipe as a failure that may pass.
     fn read_error(&self, failure: ReadFailure) -> SourceError {
         match failure {
-            ReadFailure::Refused(SourceError::Unavailable(reason)) | ReadFailure::Broken(reason) => {
-                self.failure("cat-file", &reason)
-            }
+            ReadFailure::Refused(SourceError::Unavailable(reason))
+            | ReadFailure::Broken(reason) => self.failure("cat-file", &reason),
             ReadFailure::Refused(other) => other,
         }
     }
@@ -1395,7 +1394,10 @@ mod tests {
             repo.write(name, format!("file {i}\n").repeat(i + 1));
         }
         repo.commit("one");
-        let blobs: Vec<String> = names.iter().map(|n| repo.blob(&format!("HEAD:{n}"))).collect();
+        let blobs: Vec<String> = names
+            .iter()
+            .map(|n| repo.blob(&format!("HEAD:{n}")))
+            .collect();
 
         let mut source = repo.source(None);
         source.prefetch(&blobs);
@@ -1478,12 +1480,19 @@ mod tests {
         repo.write("b", "b");
         repo.write("c", "c");
         repo.commit("one");
-        let (a, b, c) = (repo.blob("HEAD:a"), repo.blob("HEAD:b"), repo.blob("HEAD:c"));
+        let (a, b, c) = (
+            repo.blob("HEAD:a"),
+            repo.blob("HEAD:b"),
+            repo.blob("HEAD:c"),
+        );
 
         let mut source = repo.source(None);
         source.prefetch(&[a.clone(), b.clone()]);
         assert_eq!(source.read(&c, 100), Ok(b"c".to_vec()));
-        assert!(source.cat_file.is_some(), "asked of the one-at-a-time child");
+        assert!(
+            source.cat_file.is_some(),
+            "asked of the one-at-a-time child"
+        );
         assert_eq!(source.read(&a, 100), Ok(b"a".to_vec()));
         assert_eq!(source.read(&b, 100), Ok(b"b".to_vec()));
         assert_eq!(source.requests(), 3);
@@ -1507,7 +1516,10 @@ mod tests {
 
         let msg = unavailable(source.read(&big, 8 << 20));
         assert!(msg.contains("cat-file stopped"), "{msg}");
-        assert!(source.stream.is_none(), "a broken stream is not trusted again");
+        assert!(
+            source.stream.is_none(),
+            "a broken stream is not trusted again"
+        );
         assert_eq!(source.read(&small, 100), Ok(b"small".to_vec()));
         assert_eq!(source.requests(), 2);
     }
@@ -1521,7 +1533,10 @@ mod tests {
             repo.write(name, name.repeat(2000));
         }
         repo.commit("one");
-        let blobs: Vec<String> = names.iter().map(|n| repo.blob(&format!("HEAD:{n}"))).collect();
+        let blobs: Vec<String> = names
+            .iter()
+            .map(|n| repo.blob(&format!("HEAD:{n}")))
+            .collect();
 
         let mut source = repo.source(None);
         source.prefetch(&blobs);
