@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Helper of scripts/bench: measure what sentinel's ticks cost and print figures.
+"""The measuring half of scripts/bench: measure what sentinel's ticks cost and print figures.
 
 Run it through scripts/bench, which builds the release binary (or takes one
 given with --bin), makes and removes the temporary directory and passes the
@@ -626,7 +626,7 @@ def report(results, args, elapsed_s):
         f"{os.getloadavg()[0]:.2f}: other work on the machine shows in the p95s, "
         "and in git log alone as much as in the tick."
     )
-    p(f"- helper run time: {elapsed_s:.1f} s")
+    p(f"- measuring run time: {elapsed_s:.1f} s")
     print("\n".join(out), flush=True)
 
 
