@@ -309,6 +309,27 @@ fn evict(open: &mut BTreeMap<String, Watch>, keep: &str, limit: usize) {
     if excess == 0 {
         return;
     }
+    if excess == 1 {
+        // The usual case, once per file observed past the limit (every file
+        // of a large first run): one pass for the oldest, nothing copied.
+        // The map iterates by path and `min_by_key` keeps the first of equal
+        // keys: the tie goes to the smallest path, as with the sort below.
+        // The file in hand is rarely the oldest: only then is the pass made
+        // again without it, so the common pass compares no paths at all.
+        let oldest = match open.iter().min_by_key(|(_, w)| w.last_ts) {
+            Some((p, _)) if p != keep => Some(p.clone()),
+            _ => open
+                .iter()
+                .filter(|(p, _)| p.as_str() != keep)
+                .min_by_key(|(_, w)| w.last_ts)
+                .map(|(p, _)| p.clone()),
+        };
+        match oldest {
+            Some(p) => open.remove(&p),
+            None => open.remove(keep),
+        };
+        return;
+    }
     let mut by_age: Vec<(DateTime<Utc>, String)> = open
         .iter()
         .filter(|(p, _)| p.as_str() != keep)
@@ -905,6 +926,21 @@ mod tests {
         observe(&mut log, "d.rs", &skip(), t0() + hours(4), 3);
         let open: Vec<&str> = log.open.keys().map(String::as_str).collect();
         assert_eq!(open, ["a.rs", "c.rs", "d.rs"]);
+    }
+
+    #[test]
+    fn watches_as_old_as_each_other_are_evicted_by_path_one_per_file() {
+        // A first run opens every watch at the same instant: past the limit
+        // each new file evicts the smallest path, never itself.
+        let mut log = ObservationLog::default();
+        for path in ["e.rs", "a.rs", "d.rs", "b.rs", "c.rs"] {
+            observe(&mut log, path, &skip(), t0(), 3);
+        }
+        let open: Vec<&str> = log.open.keys().map(String::as_str).collect();
+        assert_eq!(open, ["c.rs", "d.rs", "e.rs"]);
+        let mut log = ObservationLog::default();
+        observe(&mut log, "a.rs", &skip(), t0(), 0);
+        assert!(log.open.is_empty());
     }
 
     #[test]

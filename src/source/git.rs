@@ -1,8 +1,10 @@
 //! The git source: a local clone read through the `git` command.
 
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::collections::VecDeque;
+use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::thread::JoinHandle;
 
 use super::{Change, Entry, RequestCounts, Source, SourceError};
 
@@ -42,6 +44,9 @@ pub struct GitSource {
     counts: RequestCounts,
     /// Started on the first read, so sources that never read pay nothing.
     cat_file: Option<CatFile>,
+    /// The ids announced by `prefetch`, all written at once to a child of
+    /// their own; `read` takes their answers in order.
+    stream: Option<Stream>,
 }
 
 impl GitSource {
@@ -54,6 +59,7 @@ impl GitSource {
             path: path.and_then(normalize_path),
             counts: RequestCounts::default(),
             cat_file: None,
+            stream: None,
         }
     }
 
@@ -191,6 +197,35 @@ impl GitSource {
             .collect())
     }
 
+    /// The answer for `blob` from the prefetch stream when it was announced
+    /// there; `None` leaves the read to the one-at-a-time child.
+    fn streamed(&mut self, blob: &str, limit: u64) -> Option<Result<Vec<u8>, SourceError>> {
+        let stream = self.stream.as_mut()?;
+        let answer = stream.read(blob, limit)?;
+        let finished = stream.pending.is_empty();
+        if finished || matches!(answer, Err(ReadFailure::Broken(_))) {
+            // A broken pipe cannot be trusted for the ids still queued:
+            // they are read one at a time from here on.
+            let stream = self.stream.take().expect("taken from just above");
+            if finished {
+                stream.close();
+            } else {
+                stream.kill();
+            }
+        }
+        Some(answer.map_err(|failure| self.read_error(failure)))
+    }
+
+    /// What a failed read tells the tick: an oversized blob as such, any
+    /// other refusal or a broken pipe as a failure that may pass.
+    fn read_error(&self, failure: ReadFailure) -> SourceError {
+        match failure {
+            ReadFailure::Refused(SourceError::Unavailable(reason))
+            | ReadFailure::Broken(reason) => self.failure("cat-file", &reason),
+            ReadFailure::Refused(other) => other,
+        }
+    }
+
     fn describe_path(&self) -> &str {
         self.path.as_deref().unwrap_or(".")
     }
@@ -280,6 +315,21 @@ impl Source for GitSource {
         parse_diff_tree(&stdout).map_err(|reason| self.failure("diff-tree", &reason))
     }
 
+    fn prefetch(&mut self, blobs: &[String]) {
+        if let Some(old) = self.stream.take() {
+            old.close();
+        }
+        // Only plain ids go down the pipe (see `read`): any other name is
+        // left to `read`, which refuses it.
+        let ids: VecDeque<String> = blobs.iter().filter(|b| is_object_id(b)).cloned().collect();
+        if ids.is_empty() {
+            return;
+        }
+        // A child that cannot start leaves every read to the one-at-a-time
+        // child, whose failure then says why.
+        self.stream = Stream::start(self.git(), ids).ok();
+    }
+
     fn read(&mut self, blob: &str, limit: u64) -> Result<Vec<u8>, SourceError> {
         // The batch protocol is line based: anything but a plain id could
         // smuggle a second request or a `HEAD:path` lookup into the pipe.
@@ -287,6 +337,9 @@ impl Source for GitSource {
             return Err(self.failure("cat-file", &format!("`{blob}` is not an object id")));
         }
         self.counts.read += 1;
+        if let Some(answer) = self.streamed(blob, limit) {
+            return answer;
+        }
         if self.cat_file.is_none() {
             let child = CatFile::spawn(self.git())
                 .map_err(|err| self.failure("cat-file", &format!("could not run git: {err}")))?;
@@ -295,17 +348,15 @@ impl Source for GitSource {
         let cat_file = self.cat_file.as_mut().expect("started just above");
         match cat_file.read(blob, limit) {
             Ok(bytes) => Ok(bytes),
-            Err(ReadFailure::Refused(err)) => Err(match err {
-                SourceError::Unavailable(reason) => self.failure("cat-file", &reason),
-                too_large => too_large,
-            }),
-            Err(ReadFailure::Broken(reason)) => {
-                // The pipe is out of step (or the child is gone); only a
-                // fresh child can answer the next read reliably.
-                if let Some(cat_file) = self.cat_file.take() {
-                    cat_file.kill();
+            Err(failure) => {
+                if matches!(failure, ReadFailure::Broken(_)) {
+                    // The pipe is out of step (or the child is gone); only a
+                    // fresh child can answer the next read reliably.
+                    if let Some(cat_file) = self.cat_file.take() {
+                        cat_file.kill();
+                    }
                 }
-                Err(self.failure("cat-file", &reason))
+                Err(self.read_error(failure))
             }
         }
     }
@@ -341,14 +392,97 @@ impl Drop for GitSource {
         if let Some(cat_file) = self.cat_file.take() {
             cat_file.close();
         }
+        if let Some(stream) = self.stream.take() {
+            stream.close();
+        }
     }
 }
 
 /// A running `git cat-file --batch`.
 struct CatFile {
     child: Child,
-    stdin: ChildStdin,
+    /// `None` when a writer thread feeds the ids (`Stream`).
+    stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
+}
+
+/// A `git cat-file --batch` that was handed every announced id at once by a
+/// writer thread, so git never waits for the next question and this
+/// process never waits for a round trip: the answers come back in the order
+/// of `pending`. Reading them one by one keeps memory to one blob, and git
+/// blocks on a full pipe while the tick judges.
+struct Stream {
+    cat_file: CatFile,
+    /// The ids written whose answers are not taken yet, oldest first.
+    pending: VecDeque<String>,
+    writer: Option<JoinHandle<()>>,
+}
+
+impl Stream {
+    fn start(cmd: Command, ids: VecDeque<String>) -> io::Result<Stream> {
+        // `--buffer`: git fills its output buffer instead of flushing after
+        // every object; the closed input at the end flushes the rest.
+        let mut cat_file = CatFile::spawn_with(cmd, &["cat-file", "--batch", "--buffer"])?;
+        let stdin = cat_file.stdin.take().expect("spawned with a pipe");
+        let mut list = Vec::with_capacity(ids.len() * 41);
+        for id in &ids {
+            list.extend_from_slice(id.as_bytes());
+            list.push(b'\n');
+        }
+        let writer = std::thread::Builder::new()
+            .name("cat-file ids".into())
+            .spawn(move || {
+                // A child that stopped reading (it died, or the answers are
+                // no longer wanted) ends the writing: the reader notices.
+                let mut stdin = BufWriter::with_capacity(64 * 1024, stdin);
+                let _ = stdin.write_all(&list).and_then(|()| stdin.flush());
+            });
+        match writer {
+            Ok(writer) => Ok(Stream {
+                cat_file,
+                pending: ids,
+                writer: Some(writer),
+            }),
+            Err(err) => {
+                cat_file.kill();
+                Err(err)
+            }
+        }
+    }
+
+    /// The answer for `blob`, after discarding the answers queued before it
+    /// (ids announced but never asked for); `None` when it was not queued.
+    fn read(&mut self, blob: &str, limit: u64) -> Option<Result<Vec<u8>, ReadFailure>> {
+        let at = if self.pending.front().is_some_and(|id| id == blob) {
+            0
+        } else {
+            self.pending.iter().position(|id| id == blob)?
+        };
+        for id in self.pending.drain(..at).collect::<Vec<_>>() {
+            if let Err(failure) = self.cat_file.discard(&id) {
+                return Some(Err(failure));
+            }
+        }
+        self.pending.pop_front();
+        Some(self.cat_file.answer(blob, limit))
+    }
+
+    /// Ends the child (answers still queued are dropped, which makes git
+    /// stop) and then the writer, which fails on the closed pipe if it was
+    /// still writing.
+    fn close(mut self) {
+        self.cat_file.close();
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
+        }
+    }
+
+    fn kill(mut self) {
+        self.cat_file.kill();
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
+        }
+    }
 }
 
 /// Why a batch read gave no bytes.
@@ -360,9 +494,13 @@ enum ReadFailure {
 }
 
 impl CatFile {
-    fn spawn(mut cmd: Command) -> io::Result<CatFile> {
+    fn spawn(cmd: Command) -> io::Result<CatFile> {
+        CatFile::spawn_with(cmd, &["cat-file", "--batch"])
+    }
+
+    fn spawn_with(mut cmd: Command, args: &[&str]) -> io::Result<CatFile> {
         let mut child = cmd
-            .args(["cat-file", "--batch"])
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -374,18 +512,39 @@ impl CatFile {
         };
         Ok(CatFile {
             child,
-            stdin,
+            stdin: Some(stdin),
             stdout: BufReader::new(stdout),
         })
     }
 
+    /// Asks for `blob` and waits for its answer.
     fn read(&mut self, blob: &str, limit: u64) -> Result<Vec<u8>, ReadFailure> {
         let broken = |err: io::Error| ReadFailure::Broken(format!("cat-file stopped: {err}"));
-        self.stdin
+        let stdin = self.stdin.as_mut().ok_or_else(|| {
+            ReadFailure::Broken("cat-file takes its ids from another writer".to_string())
+        })?;
+        stdin
             .write_all(format!("{blob}\n").as_bytes())
-            .and_then(|()| self.stdin.flush())
+            .and_then(|()| stdin.flush())
             .map_err(broken)?;
+        self.answer(blob, limit)
+    }
 
+    /// Passes over the answer for `blob`, asked for but no longer wanted,
+    /// without holding its bytes.
+    fn discard(&mut self, blob: &str) -> Result<(), ReadFailure> {
+        match self.read_header(blob) {
+            Ok((_, size)) => self.skip(size),
+            Err(ReadFailure::Refused(_)) => Ok(()),
+            Err(broken) => Err(broken),
+        }
+    }
+
+    /// The answer for `blob`, the next one in the pipe: its bytes, or why
+    /// not. The header comes first, so a blob over `limit` is skipped
+    /// without ever being held.
+    fn answer(&mut self, blob: &str, limit: u64) -> Result<Vec<u8>, ReadFailure> {
+        let broken = |err: io::Error| ReadFailure::Broken(format!("cat-file stopped: {err}"));
         let (kind, size) = self.read_header(blob)?;
 
         if kind != "blob" || size > limit {
@@ -1256,6 +1415,173 @@ mod tests {
         let pid = source.cat_file.as_ref().unwrap().child.id();
         drop(source);
         // Reaped, not merely signalled: no zombie is left behind.
+        if cfg!(target_os = "linux") {
+            assert!(!Path::new(&format!("/proc/{pid}")).exists());
+        }
+    }
+
+    /// The pid of the child the announced reads stream from.
+    fn stream_pid(source: &GitSource) -> Option<u32> {
+        source.stream.as_ref().map(|s| s.cat_file.child.id())
+    }
+
+    #[test]
+    fn announced_reads_stream_from_one_child_in_order_without_a_round_trip_each() {
+        let repo = Repo::new();
+        let names: Vec<String> = (0..50).map(|i| format!("f{i}")).collect();
+        for (i, name) in names.iter().enumerate() {
+            repo.write(name, format!("file {i}\n").repeat(i + 1));
+        }
+        repo.commit("one");
+        let blobs: Vec<String> = names
+            .iter()
+            .map(|n| repo.blob(&format!("HEAD:{n}")))
+            .collect();
+
+        let mut source = repo.source(None);
+        source.prefetch(&blobs);
+        let pid = stream_pid(&source).expect("the announced ids are streamed");
+        for (i, blob) in blobs.iter().enumerate() {
+            assert_eq!(
+                source.read(blob, 1 << 20),
+                Ok(format!("file {i}\n").repeat(i + 1).into_bytes())
+            );
+            if i + 1 < blobs.len() {
+                assert_eq!(stream_pid(&source), Some(pid));
+            }
+        }
+        // Every answer came from the stream: the one-at-a-time child was
+        // never needed, and the finished stream is closed.
+        assert!(source.cat_file.is_none());
+        assert!(source.stream.is_none());
+        assert_eq!(source.requests(), 50);
+        // A read of an id announced earlier is answered all the same.
+        assert_eq!(source.read(&blobs[0], 100), Ok(b"file 0\n".to_vec()));
+    }
+
+    #[test]
+    fn a_missing_object_in_the_middle_of_a_stream_fails_alone() {
+        let repo = Repo::new();
+        repo.write("a", "a");
+        repo.write("b", "b");
+        repo.commit("one");
+        let (a, b, missing) = (repo.blob("HEAD:a"), repo.blob("HEAD:b"), "2".repeat(40));
+
+        let mut source = repo.source(None);
+        source.prefetch(&[a.clone(), missing.clone(), b.clone()]);
+        let pid = stream_pid(&source);
+        assert_eq!(source.read(&a, 100), Ok(b"a".to_vec()));
+        let msg = unavailable(source.read(&missing, 100));
+        assert!(msg.contains("missing"), "{msg}");
+        assert_eq!(stream_pid(&source), pid, "the stream is still in step");
+        assert_eq!(source.read(&b, 100), Ok(b"b".to_vec()));
+        assert!(source.cat_file.is_none());
+    }
+
+    #[test]
+    fn a_huge_blob_in_a_stream_is_too_large_and_skipped_and_an_unasked_one_passed_over() {
+        let repo = Repo::new();
+        // Several chunks' and pipe buffers' worth, so skipping really loops.
+        let big = vec![b'z'; 3 << 20];
+        repo.write("big", &big);
+        repo.write("other-big", vec![b'y'; 3 << 20]);
+        repo.write("small", "small");
+        repo.write("last", "last");
+        repo.commit("one");
+        let ids: Vec<String> = ["big", "other-big", "small", "last"]
+            .iter()
+            .map(|n| repo.blob(&format!("HEAD:{n}")))
+            .collect();
+
+        let mut source = repo.source(None);
+        source.prefetch(&ids);
+        let pid = stream_pid(&source);
+        assert_eq!(
+            source.read(&ids[0], 1000),
+            Err(SourceError::TooLarge {
+                size: 3 << 20,
+                limit: 1000,
+            })
+        );
+        // `other-big` was announced but is never asked for: passed over.
+        assert_eq!(source.read(&ids[2], 5), Ok(b"small".to_vec()));
+        assert_eq!(stream_pid(&source), pid);
+        assert_eq!(source.read(&ids[3], 5), Ok(b"last".to_vec()));
+        assert!(source.cat_file.is_none());
+        // The same blob under the limit, asked again, is read whole.
+        assert_eq!(source.read(&ids[0], 3 << 20), Ok(big));
+    }
+
+    #[test]
+    fn a_read_of_an_id_that_was_not_announced_leaves_the_stream_in_step() {
+        let repo = Repo::new();
+        repo.write("a", "a");
+        repo.write("b", "b");
+        repo.write("c", "c");
+        repo.commit("one");
+        let (a, b, c) = (
+            repo.blob("HEAD:a"),
+            repo.blob("HEAD:b"),
+            repo.blob("HEAD:c"),
+        );
+
+        let mut source = repo.source(None);
+        source.prefetch(&[a.clone(), b.clone()]);
+        assert_eq!(source.read(&c, 100), Ok(b"c".to_vec()));
+        assert!(
+            source.cat_file.is_some(),
+            "asked of the one-at-a-time child"
+        );
+        assert_eq!(source.read(&a, 100), Ok(b"a".to_vec()));
+        assert_eq!(source.read(&b, 100), Ok(b"b".to_vec()));
+        assert_eq!(source.requests(), 3);
+    }
+
+    #[test]
+    fn a_git_that_dies_mid_stream_is_unavailable_and_the_next_read_still_works() {
+        let repo = Repo::new();
+        // Larger than any pipe buffer: git cannot have answered it whole
+        // before it is killed.
+        repo.write("big", vec![b'z'; 4 << 20]);
+        repo.write("small", "small");
+        repo.commit("one");
+        let (big, small) = (repo.blob("HEAD:big"), repo.blob("HEAD:small"));
+
+        let mut source = repo.source(None);
+        source.prefetch(&[big.clone(), small.clone()]);
+        let child = &mut source.stream.as_mut().unwrap().cat_file.child;
+        child.kill().unwrap();
+        child.wait().unwrap();
+
+        let msg = unavailable(source.read(&big, 8 << 20));
+        assert!(msg.contains("cat-file stopped"), "{msg}");
+        assert!(
+            source.stream.is_none(),
+            "a broken stream is not trusted again"
+        );
+        assert_eq!(source.read(&small, 100), Ok(b"small".to_vec()));
+        assert_eq!(source.requests(), 2);
+    }
+
+    #[test]
+    fn dropping_the_source_mid_stream_ends_its_child_and_writer() {
+        let repo = Repo::new();
+        let names: Vec<String> = (0..200).map(|i| format!("f{i}")).collect();
+        for name in &names {
+            // Answers that cannot all sit in the pipe: git blocks on it.
+            repo.write(name, name.repeat(2000));
+        }
+        repo.commit("one");
+        let blobs: Vec<String> = names
+            .iter()
+            .map(|n| repo.blob(&format!("HEAD:{n}")))
+            .collect();
+
+        let mut source = repo.source(None);
+        source.prefetch(&blobs);
+        source.read(&blobs[0], 1 << 20).unwrap();
+        let pid = stream_pid(&source).unwrap();
+        drop(source);
         if cfg!(target_os = "linux") {
             assert!(!Path::new(&format!("/proc/{pid}")).exists());
         }

@@ -32,6 +32,10 @@ pub struct MemorySource {
     /// What `reverts` answers: paths touched by each revert commit.
     pub reverts: Vec<Vec<String>>,
     pub calls: Calls,
+    /// Every list of ids announced by `prefetch`, and every id read, in
+    /// order: what the tick said it would read against what it read.
+    pub announced: Vec<Vec<String>>,
+    pub read_ids: Vec<String>,
 }
 
 /// The content id of some bytes.
@@ -146,8 +150,13 @@ impl Source for MemorySource {
         Ok(out)
     }
 
+    fn prefetch(&mut self, blobs: &[String]) {
+        self.announced.push(blobs.to_vec());
+    }
+
     fn read(&mut self, blob: &str, limit: u64) -> Result<Vec<u8>, SourceError> {
         self.calls.read += 1;
+        self.read_ids.push(blob.to_string());
         let bytes = self
             .commits
             .iter()

@@ -101,6 +101,11 @@ pub trait Source {
     fn changes(&mut self, from: &str, to: &str) -> Result<Vec<Change>, SourceError>;
     /// The bytes of one content id, refused when larger than `limit` bytes.
     fn read(&mut self, blob: &str, limit: u64) -> Result<Vec<u8>, SourceError>;
+    /// The content ids `read` is about to be asked for, in that order, so
+    /// a source can fetch them without a round trip each. Only a hint:
+    /// costs no request, and reads of other ids, in another order, or
+    /// fewer of them, are answered all the same.
+    fn prefetch(&mut self, _blobs: &[String]) {}
     /// For each revert commit (title `Revert "...`) between two commits, the
     /// watched paths it touched. Call after `changes` for the same pair.
     fn reverts(&mut self, _from: &str, _to: &str) -> Result<Vec<Vec<String>>, SourceError> {

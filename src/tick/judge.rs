@@ -44,12 +44,38 @@ impl Work<'_> {
         candidates: &[String],
     ) -> Result<Vec<FileReport>> {
         let mut out = Vec::with_capacity(candidates.len());
+        self.announce_reads(state, candidates);
         for path in candidates {
             if state.files.contains_key(path) {
                 out.push(self.judge_one(state, path)?);
             }
         }
         Ok(out)
+    }
+
+    /// Tell the source which content ids `facts` is going to read, in
+    /// order: the candidates whose facts are not remembered, no more than
+    /// the read limit leaves. A source may then stream them.
+    fn announce_reads(&mut self, state: &State, candidates: &[String]) {
+        if self.cannot_read().is_some() {
+            return;
+        }
+        let limit = self.cfg.max_reads as u64;
+        let left = if limit > 0 {
+            (limit - self.read_calls.min(limit)) as usize
+        } else {
+            usize::MAX
+        };
+        let blobs: Vec<String> = candidates
+            .iter()
+            .filter_map(|path| state.files.get(path))
+            .filter(|record| record.content.is_none())
+            .map(|record| record.blob.clone())
+            .take(left)
+            .collect();
+        if !blobs.is_empty() {
+            self.source.prefetch(&blobs);
+        }
     }
 
     fn judge_one(&mut self, state: &mut State, path: &str) -> Result<FileReport> {

@@ -359,6 +359,34 @@ fn a_fresh_clone_with_no_model_is_judged_in_one_tick_whatever_the_batch() {
 }
 
 #[test]
+fn a_first_run_announces_exactly_the_reads_it_makes_within_the_read_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut src = five_files();
+    let mut c = cfg(dir.path(), t0());
+    c.max_reads = 3;
+    let (r, _) = tick(&c, &mut src);
+    assert_eq!(r.exit_code, 10);
+    // One announcement, no longer than the read limit, in the order read:
+    // a streaming source fetches nothing the tick will not ask for.
+    assert_eq!(src.announced, [src.read_ids.clone()]);
+    assert_eq!(src.read_ids.len(), 3);
+
+    // The next tick announces the two files left, and reads them.
+    c.now += Duration::minutes(2);
+    tick(&c, &mut src);
+    assert_eq!(src.announced.len(), 2);
+    assert_eq!(src.announced[1], src.read_ids[3..]);
+    assert_eq!(src.read_ids.len(), 5);
+
+    // Without a limit every file is announced at once, and each read once.
+    let dir = tempfile::tempdir().unwrap();
+    let mut src = five_files();
+    tick(&cfg(dir.path(), t0()), &mut src);
+    assert_eq!(src.announced, [src.read_ids.clone()]);
+    assert_eq!(src.read_ids.len(), 5);
+}
+
+#[test]
 fn the_read_limit_leaves_unread_files_in_the_backlog() {
     let dir = tempfile::tempdir().unwrap();
     let mut src = five_files();
