@@ -42,6 +42,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Costs(args) => run_costs(args),
         Command::Reset(args) => run_reset(args),
         Command::Record(args) => crate::record::run(args),
+        Command::Report(args) => crate::mr_report::run(args),
     }
 }
 

@@ -103,6 +103,61 @@ pub enum Command {
     /// `failed` is retried later. Under the state lock.
     #[command(after_help = RECORD_AFTER)]
     Record(RecordArgs),
+    /// Write the Code Quality report of the last known findings, without a tick.
+    ///
+    /// Reads the state as the last tick saved it (no lock, no request, no
+    /// tick) and writes GitLab's Code Quality JSON of its open findings: of
+    /// every file, or with --changed-since of the files a merge request
+    /// changes. A missing state writes an empty report.
+    #[command(after_help = REPORT_AFTER)]
+    Report(ReportArgs),
+}
+
+const REPORT_AFTER: &str = "\
+Examples:
+  sentinel report --codequality gl-code-quality-report.json
+  sentinel report --codequality gl-code-quality-report.json \\
+      --changed-since \"$CI_MERGE_REQUEST_DIFF_BASE_SHA\"
+
+Exit codes: 0 written (an empty report when there is no state yet), 1 error
+(a corrupt state, a --changed-since that is not a commit of --repo, a FILE
+that cannot be written: nothing is written then).";
+
+/// `sentinel report`: the findings of the state, outside a tick.
+#[derive(Debug, Clone, Args)]
+pub struct ReportArgs {
+    /// The clone whose changes --changed-since reads.
+    ///
+    /// Also where the default state lives.
+    #[arg(
+        long,
+        env = "SENTINEL_REPO",
+        help_heading = SOURCE,
+        value_name = "DIR",
+        default_value = "."
+    )]
+    pub repo: PathBuf,
+    /// Only the files changed since REF: `git diff --name-only REF...HEAD`.
+    ///
+    /// In a merge request pipeline, the base of its diff:
+    /// $CI_MERGE_REQUEST_DIFF_BASE_SHA. Without it, every file of the state.
+    #[arg(long, env = "SENTINEL_CHANGED_SINCE", help_heading = SOURCE, value_name = "REF")]
+    pub changed_since: Option<String>,
+    #[command(flatten)]
+    pub state: StateArg,
+    /// Write the GitLab Code Quality report here.
+    ///
+    /// Replaced atomically, never written through a symbolic link.
+    #[arg(long, env = "SENTINEL_CODEQUALITY", help_heading = REPORTS, value_name = "FILE")]
+    pub codequality: PathBuf,
+    /// Print what was written as one JSON object on stdout.
+    #[arg(
+        long,
+        env = "SENTINEL_JSON",
+        help_heading = REPORTS,
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    pub json: bool,
 }
 
 const RECORD_AFTER: &str = "\

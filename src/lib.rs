@@ -7,6 +7,7 @@ pub mod exit;
 pub mod gate;
 pub mod http;
 pub mod llm;
+pub mod mr_report;
 pub mod patch;
 pub mod publish;
 pub mod record;

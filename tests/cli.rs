@@ -26,6 +26,8 @@ mod hostile_files;
 mod identity;
 #[path = "e2e/loops.rs"]
 mod loops;
+#[path = "e2e/mr_report.rs"]
+mod mr_report;
 #[path = "e2e/paid_once.rs"]
 mod paid_once;
 #[path = "e2e/patches.rs"]

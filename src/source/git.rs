@@ -152,6 +152,44 @@ impl GitSource {
         ))
     }
 
+    /// The files a merge request changes: `git diff --name-only
+    /// base...HEAD`, as paths from the repository root whatever directory of
+    /// the clone `repo` is and whatever `diff.relative` says. Files it
+    /// deletes are left out: their findings went with them. `Err` is git's
+    /// own message.
+    pub fn changed_since(&self, base: &str) -> Result<Vec<String>, String> {
+        let range = format!("{base}...HEAD");
+        let output = self
+            .git()
+            .args([
+                "diff",
+                "--name-only",
+                "-z",
+                "--no-relative",
+                "--no-renames",
+                "--no-ext-diff",
+                "--diff-filter=d",
+                "--end-of-options",
+                &range,
+                "--",
+            ])
+            .output()
+            .map_err(|e| format!("could not run git: {e}"))?;
+        if !output.status.success() {
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            return Err(match stderr.trim() {
+                "" => output.status.to_string(),
+                e => e.to_string(),
+            });
+        }
+        Ok(output
+            .stdout
+            .split(|b| *b == 0)
+            .filter(|p| !p.is_empty())
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+            .collect())
+    }
+
     fn describe_path(&self) -> &str {
         self.path.as_deref().unwrap_or(".")
     }
