@@ -616,7 +616,10 @@ fn assert_inputs_declared_and_used(rel: &str, docs: &[Yaml]) -> BTreeSet<String>
         .match_indices("$[[ inputs.")
         .map(|(i, m)| {
             let rest = &jobs_text[i + m.len()..];
-            rest.split_once(" ]]").expect("a closed $[[ ]]").0.to_string()
+            rest.split_once(" ]]")
+                .expect("a closed $[[ ]]")
+                .0
+                .to_string()
         })
         .collect();
     assert_eq!(used, declared, "`{rel}`: inputs used vs declared");
@@ -639,7 +642,10 @@ fn the_gitlab_template_parses_and_ends_only_errors_red() {
     assert_gitlab_template(GITLAB, doc, &docs);
     assert_tick_and_mr(GITLAB, doc, "sentinel:tick", "sentinel:mr");
     assert_eq!(
-        str_of(&resolved(doc, "sentinel:tick")["resource_group"], "resource_group"),
+        str_of(
+            &resolved(doc, "sentinel:tick")["resource_group"],
+            "resource_group"
+        ),
         "sentinel-$CI_PROJECT_ID-$CI_JOB_NAME_SLUG"
     );
     assert_eq!(
@@ -813,7 +819,10 @@ fn the_release_pipeline_builds_on_tags_and_publishes_checksummed_binaries() {
         "`{RELEASE}`: a job creates the GitLab release"
     );
     let dockerfile = read("Dockerfile");
-    assert!(dockerfile.matches("FROM ").count() >= 2, "a multi-stage build");
+    assert!(
+        dockerfile.matches("FROM ").count() >= 2,
+        "a multi-stage build"
+    );
     for need in ["git", "ca-certificates", "curl"] {
         assert!(dockerfile.contains(need), "the image needs {need}");
     }
