@@ -282,7 +282,7 @@ fn run_stats(args: StatsArgs) -> Result<u8> {
         args.now.unwrap_or_else(Utc::now),
         args.daily_budget,
     );
-    s.wake.malformed_noop_lines = contents.malformed;
+    stats::with_journal(&mut s, &state, &contents);
     match (args.json, args.format) {
         (true, _) | (_, StatsFormat::Json) => emit(format!("{}\n", serde_json::to_string(&s)?))?,
         (_, StatsFormat::Prometheus) => emit(stats::prometheus(&s))?,

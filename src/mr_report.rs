@@ -57,11 +57,12 @@ pub fn run(args: ReportArgs) -> Result<u8> {
     let files: BTreeSet<&String> = proposals.keys().chain(&stuck).collect();
     let of_changed = changed
         .as_ref()
-        .map(|c| format!(" (of {} changed files)", c.len()))
+        .map(|c| format!(" (of {})", count(c.len(), "changed file")))
         .unwrap_or_default();
     eprintln!(
-        "sentinel: report: {issues} findings in {} files{of_changed} written to `{}`",
-        files.len(),
+        "sentinel: report: {} in {}{of_changed} written to `{}`",
+        count(issues, "finding"),
+        count(files.len(), "file"),
         args.codequality.display()
     );
     if args.json {
@@ -78,6 +79,15 @@ pub fn run(args: ReportArgs) -> Result<u8> {
         println!("{}", serde_json::to_string(&written)?);
     }
     Ok(crate::exit::NONE)
+}
+
+/// `1 file`, `2 files`.
+fn count(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
 }
 
 /// The open proposals and stuck files of `state`, of the `changed` files

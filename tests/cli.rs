@@ -28,6 +28,8 @@ mod identity;
 mod loops;
 #[path = "e2e/mr_report.rs"]
 mod mr_report;
+#[path = "e2e/outages.rs"]
+mod outages;
 #[path = "e2e/paid_once.rs"]
 mod paid_once;
 #[path = "e2e/patches.rs"]

@@ -8,6 +8,7 @@ pub mod deps;
 pub mod lifecycle;
 pub mod novelty;
 pub mod observation;
+pub mod outage;
 pub mod policy;
 pub mod retry;
 pub mod rewrites;

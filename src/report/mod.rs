@@ -44,15 +44,36 @@ fn verdict_line(r: &TickReport) -> String {
     } else {
         "state not saved"
     };
-    let mut line = format!(
-        "sentinel: woke ({what}): {n} {files} — {}; {saved}",
-        parts.join(", ")
-    );
+    let mut line = match &r.outage {
+        // An outage must not read like an ordinary wake: it leads the line.
+        Some(o) => format!(
+            "sentinel: outage ({what}): {}; {n} {files} — {}; {saved}",
+            outage_run(o),
+            parts.join(", ")
+        ),
+        None => format!(
+            "sentinel: woke ({what}): {n} {files} — {}; {saved}",
+            parts.join(", ")
+        ),
+    };
     for note in &r.notes {
         line.push_str("; ");
         line.push_str(note);
     }
     line
+}
+
+/// `3 ticks in a row since <time> (7 in all)`.
+fn outage_run(o: &crate::state::Outage) -> String {
+    let ticks = if o.consecutive == 1 { "tick" } else { "ticks" };
+    let since = o
+        .since
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+        .unwrap_or_else(|| "-".into());
+    format!(
+        "{} {ticks} in a row since {since} ({} in all)",
+        o.consecutive, o.ticks
+    )
 }
 
 /// The string `k` of the verdict's detail, or `""`.

@@ -28,6 +28,23 @@ pub struct WakeStats {
     pub last_evidence: Option<String>,
 }
 
+/// The source's outages: ticks whose head lookup failed for a passing
+/// reason (`sha_unavailable`), journal lines included.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OutageStats {
+    /// Outage ticks, lifetime.
+    pub ticks: u64,
+    /// Outage ticks in a row up to the last tick; 0 once a head lookup answered.
+    pub consecutive: u64,
+    /// The first tick of that run.
+    pub since: Option<DateTime<Utc>>,
+    /// The last outage tick.
+    pub last: Option<DateTime<Utc>>,
+    /// Outage ticks that learned nothing and wrote only a journal line, not
+    /// yet folded into the state.
+    pub unsaved: u64,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct NoveltyStats {
     /// Files with a remembered decision.
@@ -108,6 +125,7 @@ pub struct AutonomyStats {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Stats {
     pub wake: WakeStats,
+    pub outage: OutageStats,
     pub novelty: NoveltyStats,
     pub llm: LlmStats,
     pub observations: crate::gate::observation::ObservationStats,
@@ -156,6 +174,13 @@ pub fn compute(state: &State, unsaved: u64, now: DateTime<Utc>, daily_budget: f6
             last_head: w.last_head.clone(),
             last_evidence: w.last_evidence.clone(),
         },
+        outage: OutageStats {
+            ticks: state.outage.ticks,
+            consecutive: state.outage.consecutive,
+            since: state.outage.since,
+            last: state.outage.last,
+            unsaved: 0,
+        },
         novelty: NoveltyStats {
             tracked_files: state.tracked_files() as u64,
             fresh_evaluations: n.fresh_evaluations,
@@ -189,6 +214,31 @@ pub fn compute(state: &State, unsaved: u64, now: DateTime<Utc>, daily_budget: f6
             calibrated: state.llm.calibrated.clone(),
         },
     }
+}
+
+/// What the no-op journal adds to the state's counters beyond its no-ops:
+/// the outage ticks that learned nothing (wakes, in the outage run) and the
+/// lines that are neither.
+pub fn with_journal(s: &mut Stats, state: &State, journal: &crate::state::journal::Contents) {
+    let unsaved = journal.unfolded_outages(state.journal).len() as u64;
+    let w = &mut s.wake;
+    w.malformed_noop_lines = journal.malformed;
+    w.ticks += unsaved;
+    w.wakes += unsaved;
+    if unsaved > 0 {
+        *w.by_reason
+            .entry(Reason::ShaUnavailable.as_str().into())
+            .or_default() += unsaved;
+    }
+    w.noop_rate = ratio(w.noops, w.ticks);
+    let o = journal.outage(state.outage, state.journal);
+    s.outage = OutageStats {
+        ticks: o.ticks,
+        consecutive: o.consecutive,
+        since: o.since,
+        last: o.last,
+        unsaved,
+    };
 }
 
 /// The next review due and the files with a review schedule, by interval.
@@ -277,8 +327,9 @@ fn table(title: &str, rows: Vec<(String, String)>) -> String {
 /// `sentinel costs` found anything.
 pub fn render(s: &Stats) -> String {
     format!(
-        "{}\n{}\n{}\n{}\n{}\n{}\n{}\n",
+        "{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n",
         table("wake gate", wake_rows(&s.wake)),
+        table("outages", outage_rows(&s.outage)),
         table("novelty gate", novelty_rows(&s.novelty)),
         table("outcomes", outcome_rows(&s.outcomes)),
         table("advisor", advisor_rows(&s.llm)),
@@ -315,6 +366,23 @@ fn wake_rows(w: &WakeStats) -> Vec<(String, String)> {
         ("last_head".into(), opt(&w.last_head)),
     ]);
     rows
+}
+
+/// The outages' rows: the source's, as the head lookups saw them.
+fn outage_rows(o: &OutageStats) -> Vec<(String, String)> {
+    let time = |t: &Option<DateTime<Utc>>| {
+        t.map_or_else(
+            || "-".to_string(),
+            |t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        )
+    };
+    vec![
+        ("outage_ticks".to_string(), o.ticks.to_string()),
+        ("consecutive".into(), o.consecutive.to_string()),
+        ("since".into(), time(&o.since)),
+        ("last_outage".into(), time(&o.last)),
+        ("unsaved_outages".into(), o.unsaved.to_string()),
+    ]
 }
 
 /// The novelty gate's rows.
@@ -507,6 +575,7 @@ fn bill_table(b: &BillStats) -> String {
 pub fn prometheus(s: &Stats) -> String {
     let mut out = Exposition::default();
     wake_metrics(&mut out, &s.wake);
+    outage_metrics(&mut out, &s.outage);
     novelty_metrics(&mut out, &s.novelty);
     advisor_metrics(&mut out, &s.llm);
     let o = &s.observations;
@@ -588,6 +657,28 @@ fn wake_metrics(out: &mut Exposition, w: &WakeStats) {
         "gauge",
         "Lines of the no-op journal that are not no-op lines, skipped.",
         &one(w.malformed_noop_lines as f64),
+    );
+}
+
+/// The outages' metrics; the last outage time is 0 before the first one.
+fn outage_metrics(out: &mut Exposition, o: &OutageStats) {
+    out.metric(
+        "outage_ticks_total",
+        "counter",
+        "Ticks whose head lookup failed for a passing reason (sha_unavailable).",
+        &one(o.ticks as f64),
+    );
+    out.metric(
+        "outage_consecutive_ticks",
+        "gauge",
+        "Outage ticks in a row up to the last tick; 0 once a head lookup answered.",
+        &one(o.consecutive as f64),
+    );
+    out.metric(
+        "last_outage_timestamp_seconds",
+        "gauge",
+        "Unix time of the last outage tick; 0 when there was none.",
+        &one(o.last.map_or(0, |t| t.timestamp()) as f64),
     );
 }
 

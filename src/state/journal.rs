@@ -2,7 +2,9 @@
 //!
 //! A no-op tick must not touch the state file, yet it has to be counted. Each
 //! one appends a line here; the next waking tick folds the lines into the
-//! state and removes the journal. The first line names an epoch so that a
+//! state and removes the journal. An outage tick that learned nothing (the
+//! head lookup and the listing both failed) leaves the state alone for the
+//! same reason and appends an outage line (`<time> !outage`) instead. The first line names an epoch so that a
 //! crash between saving the state and removing the journal never counts a
 //! no-op twice (see `JournalMark`).
 
@@ -14,34 +16,59 @@ use anyhow::{Result, anyhow};
 use chrono::{DateTime, SecondsFormat, Utc};
 
 use super::safe_fs;
-use super::schema::JournalMark;
+use super::schema::{JournalMark, Outage};
 use super::store::sidecar;
+use crate::gate::outage;
 
 const MAGIC: &str = "sentinel-noops epoch=";
+
+/// What an outage line holds where a no-op line holds the head: not a head,
+/// so a build that does not know outage lines skips it as malformed.
+const OUTAGE: &str = "!outage";
 
 pub fn path_for(state: &Path) -> PathBuf {
     sidecar(state, ".noops")
 }
 
 /// What the journal holds right now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Contents {
     /// `None` when the file is missing.
     pub epoch: Option<u64>,
-    /// Well-formed no-op lines after the epoch line.
+    /// Well-formed lines after the epoch line: no-op and outage lines.
     pub lines: u64,
-    /// Complete lines that are not no-op lines (skipped, not counted).
+    /// Complete lines that are neither (skipped, not counted).
     pub malformed: u64,
+    /// The outage lines among `lines`, in order.
+    pub outages: Vec<outage::Line>,
 }
 
 impl Contents {
-    /// Lines the state has not folded yet.
-    pub fn unfolded(&self, mark: JournalMark) -> u64 {
+    /// The first line the state has not folded yet.
+    fn start(&self, mark: JournalMark) -> u64 {
         match self.epoch {
-            Some(e) if e == mark.epoch => self.lines.saturating_sub(mark.folded),
-            Some(_) => self.lines,
-            None => 0,
+            Some(e) if e == mark.epoch => mark.folded.min(self.lines),
+            _ => 0,
         }
+    }
+
+    /// The outage lines the state has not folded yet.
+    pub fn unfolded_outages(&self, mark: JournalMark) -> &[outage::Line] {
+        let start = self.start(mark);
+        let first = self.outages.partition_point(|l| l.index < start);
+        &self.outages[first..]
+    }
+
+    /// No-op lines the state has not folded yet.
+    pub fn unfolded(&self, mark: JournalMark) -> u64 {
+        let lines = self.lines - self.start(mark);
+        lines - self.unfolded_outages(mark).len() as u64
+    }
+
+    /// `saved` (the state's outage record) with the unfolded lines replayed.
+    pub fn outage(&self, saved: Outage, mark: JournalMark) -> Outage {
+        let outages = self.unfolded_outages(mark);
+        outage::replay(saved, outages, self.start(mark), self.lines)
     }
 }
 
@@ -74,35 +101,58 @@ pub fn read(state: &Path) -> Result<Contents> {
         .and_then(|l| l.trim_end().strip_prefix(MAGIC))
         .and_then(|n| n.parse().ok())
         .unwrap_or(u64::MAX);
-    // A line torn by a crash has no newline and is not counted.
-    let (good, bad): (Vec<&[u8]>, Vec<&[u8]>) = lines
-        .filter(|l| l.ends_with(b"\n"))
-        .partition(|l| well_formed(l));
-    Ok(Contents {
+    let mut contents = Contents {
         epoch: Some(epoch),
-        lines: good.len() as u64,
-        malformed: bad.len() as u64,
-    })
+        ..Contents::default()
+    };
+    // A line torn by a crash has no newline and is not counted.
+    for line in lines.filter(|l| l.ends_with(b"\n")) {
+        match kind(line) {
+            Some(Kind::Noop) => {}
+            Some(Kind::Outage(ts)) => contents.outages.push(outage::Line {
+                index: contents.lines,
+                ts,
+            }),
+            None => {
+                contents.malformed += 1;
+                continue;
+            }
+        }
+        contents.lines += 1;
+    }
+    Ok(contents)
 }
 
-/// `<RFC 3339 time> <short head or ->\n`, as `append` writes it.
-fn well_formed(line: &[u8]) -> bool {
-    let Some(text) = std::str::from_utf8(line)
-        .ok()
-        .and_then(|l| l.strip_suffix('\n'))
-    else {
-        return false;
-    };
-    let Some((ts, head)) = text.split_once(' ') else {
-        return false;
-    };
-    DateTime::parse_from_rfc3339(ts).is_ok()
-        && (1..=64).contains(&head.len())
-        && head.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+/// What a well-formed line counts.
+enum Kind {
+    Noop,
+    Outage(DateTime<Utc>),
+}
+
+/// `<RFC 3339 time> <short head or ->\n` (a no-op) or `<RFC 3339 time>
+/// !outage\n`, as `append` and `append_outage` write them.
+fn kind(line: &[u8]) -> Option<Kind> {
+    let text = std::str::from_utf8(line).ok()?.strip_suffix('\n')?;
+    let (ts, head) = text.split_once(' ')?;
+    let ts = DateTime::parse_from_rfc3339(ts).ok()?.with_timezone(&Utc);
+    if head == OUTAGE {
+        return Some(Kind::Outage(ts));
+    }
+    ((1..=64).contains(&head.len()) && head.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'))
+        .then_some(Kind::Noop)
 }
 
 /// Count one no-op. Creates the journal with the epoch after the state's mark.
 pub fn append(state: &Path, mark: JournalMark, now: DateTime<Utc>, head: &str) -> Result<()> {
+    append_line(state, mark, now, head)
+}
+
+/// Count one outage tick that learned nothing, the same way.
+pub fn append_outage(state: &Path, mark: JournalMark, now: DateTime<Utc>) -> Result<()> {
+    append_line(state, mark, now, OUTAGE)
+}
+
+fn append_line(state: &Path, mark: JournalMark, now: DateTime<Utc>, head: &str) -> Result<()> {
     let path = path_for(state);
     let (mut file, _) = safe_fs::open_append(&path, Some(state)).map_err(|e| {
         anyhow!(
@@ -128,7 +178,7 @@ pub fn append(state: &Path, mark: JournalMark, now: DateTime<Utc>, head: &str) -
 }
 
 /// The mark to save after folding `contents` into the state.
-pub fn fold(mark: JournalMark, contents: Contents) -> JournalMark {
+pub fn fold(mark: JournalMark, contents: &Contents) -> JournalMark {
     match contents.epoch {
         Some(epoch) => JournalMark {
             epoch,
@@ -170,13 +220,13 @@ mod tests {
         }
         let contents = read(&state).unwrap();
         assert_eq!(contents.unfolded(mark), 3);
-        let saved = fold(mark, contents);
+        let saved = fold(mark, &contents);
         // The state is saved with `saved`; the process dies before `clear`.
         assert_eq!(read(&state).unwrap().unfolded(saved), 0);
         append(&state, saved, now(), "abc").unwrap();
         let later = read(&state).unwrap();
         assert_eq!(later.unfolded(saved), 1);
-        let saved2 = fold(saved, later);
+        let saved2 = fold(saved, &later);
         clear(&state).unwrap();
         append(&state, saved2, now(), "abc").unwrap();
         assert_eq!(read(&state).unwrap().unfolded(saved2), 1);
@@ -191,6 +241,32 @@ mod tests {
         let mut f = OpenOptions::new().append(true).open(&path).unwrap();
         f.write_all(b"2026-06-16T00:02").unwrap();
         assert_eq!(read(&state).unwrap().lines, 1);
+    }
+
+    #[test]
+    fn outage_lines_count_apart_from_noops_and_are_folded_with_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state.json");
+        let mark = JournalMark::default();
+        let at = |m: i64| now() + chrono::Duration::minutes(m);
+        append(&state, mark, at(2), "abc").unwrap();
+        append_outage(&state, mark, at(4)).unwrap();
+        append_outage(&state, mark, at(6)).unwrap();
+        let contents = read(&state).unwrap();
+        assert_eq!((contents.lines, contents.malformed), (3, 0));
+        assert_eq!(contents.unfolded(mark), 1, "one no-op");
+        assert_eq!(contents.unfolded_outages(mark).len(), 2);
+        let o = contents.outage(Outage::default(), mark);
+        assert_eq!((o.ticks, o.consecutive, o.since), (2, 2, Some(at(4))));
+        // Saved, then a crash before the journal is removed: nothing twice.
+        let saved = fold(mark, &contents);
+        assert_eq!(read(&state).unwrap().unfolded(saved), 0);
+        assert!(read(&state).unwrap().unfolded_outages(saved).is_empty());
+        assert_eq!(
+            fs::read_to_string(path_for(&state)).unwrap(),
+            "sentinel-noops epoch=1\n2026-06-16T00:02:00Z abc\n\
+             2026-06-16T00:04:00Z !outage\n2026-06-16T00:06:00Z !outage\n"
+        );
     }
 
     #[test]

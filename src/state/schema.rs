@@ -211,6 +211,33 @@ pub struct JournalMark {
     pub folded: u64,
 }
 
+/// What the ticks saw of the source's outages: head lookups that failed for
+/// a passing reason (`sha_unavailable`). Folded from the no-op journal too,
+/// where an outage tick that learned nothing leaves its line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Outage {
+    /// Outage ticks, lifetime.
+    #[serde(default)]
+    pub ticks: u64,
+    /// Outage ticks in a row, up to the last tick folded; a tick whose head
+    /// lookup answered ends the run.
+    #[serde(default)]
+    pub consecutive: u64,
+    /// The first tick of that run; `None` when `consecutive` is 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<DateTime<Utc>>,
+    /// The last outage tick.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last: Option<DateTime<Utc>>,
+}
+
+impl Outage {
+    /// No outage was ever seen: not written, so older states stay as they were.
+    pub fn is_none(&self) -> bool {
+        *self == Outage::default()
+    }
+}
+
 /// Lifetime totals of the novelty gate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct NoveltyTotals {
@@ -284,6 +311,9 @@ pub struct Header {
     pub wake: WakeState,
     #[serde(default)]
     pub journal: JournalMark,
+    /// The source's outages as the ticks saw them.
+    #[serde(default, skip_serializing_if = "Outage::is_none")]
+    pub outage: Outage,
     #[serde(default)]
     pub novelty: NoveltyTotals,
     #[serde(default)]
@@ -341,6 +371,8 @@ pub struct State {
     pub wake: WakeState,
     #[serde(default)]
     pub journal: JournalMark,
+    #[serde(default, skip_serializing_if = "Outage::is_none")]
+    pub outage: Outage,
     #[serde(default)]
     pub novelty: NoveltyTotals,
     #[serde(default)]
@@ -389,6 +421,7 @@ impl State {
             scope: self.scope.clone(),
             wake: self.wake.clone(),
             journal: self.journal,
+            outage: self.outage,
             novelty: self.novelty,
             outcomes: self.outcomes.clone(),
             backlog_len: self.backlog.len() as u64,

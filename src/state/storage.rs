@@ -21,6 +21,8 @@ pub trait Storage {
     fn save(&mut self, state: &State) -> Result<u64>;
     fn journal_read(&mut self) -> Result<Contents>;
     fn journal_append(&mut self, mark: JournalMark, now: DateTime<Utc>, head: &str) -> Result<()>;
+    /// Count an outage tick that learned nothing, where a no-op is counted.
+    fn outage_append(&mut self, mark: JournalMark, now: DateTime<Utc>) -> Result<()>;
     fn journal_clear(&mut self) -> Result<()>;
     /// The decision journal: what was paid for and may not be in the state.
     fn decisions_read(&mut self) -> Result<Journal>;
@@ -76,6 +78,9 @@ impl Storage for FileStorage {
     fn journal_append(&mut self, mark: JournalMark, now: DateTime<Utc>, head: &str) -> Result<()> {
         journal::append(&self.path, mark, now, head)
     }
+    fn outage_append(&mut self, mark: JournalMark, now: DateTime<Utc>) -> Result<()> {
+        journal::append_outage(&self.path, mark, now)
+    }
     fn journal_clear(&mut self) -> Result<()> {
         journal::clear(&self.path)
     }
@@ -103,7 +108,7 @@ impl Storage for FileStorage {
 #[derive(Debug, Default)]
 pub struct MemoryStorage {
     state: Option<Vec<u8>>,
-    journal: Option<(u64, u64)>,
+    journal: Option<Contents>,
     decisions: Journal,
     start: Option<DateTime<Utc>>,
     /// When set, `try_lock` reports the lock as held by another tick.
@@ -119,6 +124,14 @@ pub struct MemoryStorage {
 impl MemoryStorage {
     pub fn new() -> MemoryStorage {
         MemoryStorage::default()
+    }
+
+    /// The journal, started with the epoch after `mark` when missing.
+    fn journal_entry(&mut self, mark: JournalMark) -> &mut Contents {
+        self.journal.get_or_insert_with(|| Contents {
+            epoch: Some(mark.epoch.wrapping_add(1)),
+            ..Contents::default()
+        })
     }
 }
 
@@ -148,14 +161,7 @@ impl Storage for MemoryStorage {
         Ok(n)
     }
     fn journal_read(&mut self) -> Result<Contents> {
-        Ok(match self.journal {
-            Some((epoch, lines)) => Contents {
-                epoch: Some(epoch),
-                lines,
-                malformed: 0,
-            },
-            None => Contents::default(),
-        })
+        Ok(self.journal.clone().unwrap_or_default())
     }
     fn journal_append(
         &mut self,
@@ -163,8 +169,17 @@ impl Storage for MemoryStorage {
         _now: DateTime<Utc>,
         _head: &str,
     ) -> Result<()> {
-        let entry = self.journal.get_or_insert((mark.epoch.wrapping_add(1), 0));
-        entry.1 += 1;
+        self.journal_entry(mark).lines += 1;
+        self.journal_lines += 1;
+        Ok(())
+    }
+    fn outage_append(&mut self, mark: JournalMark, now: DateTime<Utc>) -> Result<()> {
+        let journal = self.journal_entry(mark);
+        journal.outages.push(crate::gate::outage::Line {
+            index: journal.lines,
+            ts: now,
+        });
+        journal.lines += 1;
         self.journal_lines += 1;
         Ok(())
     }

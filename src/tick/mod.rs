@@ -12,6 +12,7 @@ mod facts;
 mod identity;
 mod judge;
 mod ledger;
+mod outage;
 mod plan;
 mod report;
 mod save;
@@ -91,6 +92,9 @@ pub fn run(cfg: &TickConfig, fx: &mut Effects) -> Result<TickReport> {
     } else {
         State::new()
     };
+    // An outage tick that learns nothing must not rewrite the state: what
+    // it loaded is kept to compare with once the source was asked.
+    let outage = (look.verdict.reason == Reason::ShaUnavailable).then(|| state.clone());
     let journal = fx.storage.journal_read()?;
     let upgraded = identity::upgrade(&mut state, cfg);
     waiting::adopt(&mut state, cfg.now);
@@ -98,6 +102,12 @@ pub fn run(cfg: &TickConfig, fx: &mut Effects) -> Result<TickReport> {
     work.open_ledger(&mut state)?;
     let spent = work.spend(&mut state, &look);
     let (settled, wanted) = work.plan(&mut state, &look.verdict, look.head.as_deref())?;
+    if work.listing_failed && outage.as_ref() == Some(&state) {
+        let notes = std::mem::take(&mut work.notes);
+        drop(work);
+        let (storage, source) = (&mut *fx.storage, &*fx.source);
+        return outage::unlearned(cfg, &look, storage, source, (&state, &journal), notes);
+    }
     let queue = work.queue(&mut state, wanted);
     let files = work.judge(&mut state, &queue)?;
     let done = work.finish(&mut state, spent, &files);
@@ -113,6 +123,7 @@ pub fn run(cfg: &TickConfig, fx: &mut Effects) -> Result<TickReport> {
     );
     report.writes = done.writes;
     report.notes = notes;
+    report.outage = (look.verdict.reason == Reason::ShaUnavailable).then_some(state.outage);
     let publisher = fx.publisher.as_deref_mut().map(|p| p as &mut dyn Publisher);
     early::record_start(cfg, fx.storage)?;
     save::write(cfg, &mut state, fx.storage, publisher, &mut report)?;
@@ -169,6 +180,8 @@ struct Work<'a> {
     read_calls: u64,
     /// Set when the source failed a read: no further reads this tick.
     source_down: Option<String>,
+    /// Set when a listing failed: this tick learned nothing of the tree.
+    listing_failed: bool,
     notes: Vec<String>,
     /// The last call failed for a reason about the file's content alone
     /// (context length, a content filter): it gives up at once.
@@ -231,6 +244,7 @@ impl<'a> Work<'a> {
             consulted: 0,
             read_calls: 0,
             source_down: None,
+            listing_failed: false,
             notes: Vec::new(),
             permanent: std::cell::Cell::new(false),
         }

@@ -127,6 +127,7 @@ impl Work<'_> {
             Err(e) => {
                 let e = fatal(e)?;
                 self.notes.push(format!("listing failed: {e}"));
+                self.listing_failed = true;
                 Ok(None)
             }
         }

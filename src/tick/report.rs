@@ -86,6 +86,10 @@ pub struct TickReport {
     pub state_written: bool,
     pub dry_run: bool,
     pub notes: Vec<String>,
+    /// On an outage tick (`sha_unavailable`): the outage ticks so far, this
+    /// one included, how many in a row and since when.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outage: Option<crate::state::Outage>,
 }
 
 impl TickReport {
@@ -109,6 +113,7 @@ impl TickReport {
             state_written: false,
             dry_run,
             notes: Vec::new(),
+            outage: None,
         }
     }
 

@@ -12,8 +12,9 @@ use super::report::{FileReport, TickReport};
 use crate::gate::autonomy::{Trigger, TriggerKind};
 use crate::gate::novelty;
 use crate::gate::observation;
+use crate::gate::outage;
 use crate::gate::retry;
-use crate::gate::wake;
+use crate::gate::wake::{self, Reason};
 use crate::llm::protocol;
 use crate::publish::{Publisher, WriteLog};
 use crate::report::dashboard;
@@ -75,6 +76,7 @@ pub(super) fn summarise(
     journal: journal::Contents,
 ) {
     let unsaved = journal.unfolded(state.journal);
+    let outages = journal.unfolded_outages(state.journal).len() as u64;
     state.scope = Some(look.scope.clone());
     state.next_observation_due = observation::next_due(&state.observations);
     state.provider_held_until = state
@@ -104,7 +106,20 @@ pub(super) fn summarise(
         settled,
         cfg.now,
     );
-    state.journal = journal::fold(state.journal, journal);
+    // Outage ticks that learned nothing woke (exit 11) without a save:
+    // they are counted now, in order with the no-ops around them.
+    let w = &mut state.wake;
+    w.ticks += outages;
+    w.wakes += outages;
+    if outages > 0 {
+        *w.by_reason
+            .entry(Reason::ShaUnavailable.as_str().into())
+            .or_default() += outages;
+    }
+    let replayed = journal.outage(state.outage, state.journal);
+    let this = look.verdict.reason == Reason::ShaUnavailable;
+    state.outage = outage::record(replayed, this, cfg.now);
+    state.journal = journal::fold(state.journal, &journal);
 }
 
 /// Triggers the state itself provides, for the autonomy admission: an

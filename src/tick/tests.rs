@@ -1410,6 +1410,9 @@ mod advisor {
             ) -> Result<()> {
                 self.inner.journal_append(mark, now, head)
             }
+            fn outage_append(&mut self, mark: JournalMark, now: DateTime<Utc>) -> Result<()> {
+                self.inner.outage_append(mark, now)
+            }
             fn journal_clear(&mut self) -> Result<()> {
                 self.inner.journal_clear()
             }

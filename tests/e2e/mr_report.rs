@@ -192,7 +192,7 @@ fn with_changed_since_only_the_files_the_merge_request_changes_are_reported() {
     );
     assert!(
         out.stderr_line()
-            .contains("1 findings in 1 files (of 3 changed files)"),
+            .contains("1 finding in 1 file (of 3 changed files)"),
         "{}",
         out.stderr
     );
