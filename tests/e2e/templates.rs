@@ -1,7 +1,11 @@
 //! The scheduler templates in `ci-templates/` against the binary they run:
 //! every YAML template parses, every list of exit codes in them equals the
 //! table that `sentinel tick --help` prints, the systemd units parse as INI
-//! with their hardening in place, and no template carries a secret.
+//! with their hardening in place, and no template carries a secret. Every
+//! sentinel job stands alone in a project's pipeline (no inherited
+//! `default:`, no hard-coded stage, a timeout, the prebuilt binary, the
+//! sentinel schedule only), and the install, state and tick steps are the
+//! same text in every template. scripts/ci-local-check runs them for real.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -13,6 +17,7 @@ use yaml_rust2::{Yaml, YamlLoader};
 const GITLAB: &str = "ci-templates/gitlab-ci.yml";
 const COMPONENT: &str = "ci-templates/component/template.yml";
 const FLEET: &str = "ci-templates/fleet.gitlab-ci.yml";
+const RELEASE: &str = "ci-templates/release.gitlab-ci.yml";
 const CRONTAB: &str = "ci-templates/crontab";
 const SERVICE: &str = "ci-templates/systemd/sentinel.service";
 const TIMER: &str = "ci-templates/systemd/sentinel.timer";
@@ -172,14 +177,79 @@ fn script(job: &Yaml) -> String {
         .unwrap_or_default()
 }
 
-/// The jobs whose script runs a tick.
-fn tick_jobs(doc: &Yaml) -> Vec<(String, &Yaml)> {
-    let found: Vec<_> = jobs(doc)
+/// A job with its `extends:` chain merged in, parents first, as GitLab does:
+/// mappings merge key by key, anything else is replaced by the child's.
+fn resolved(doc: &Yaml, name: &str) -> Yaml {
+    let job = &doc[name];
+    let mut merged = Yaml::Hash(Default::default());
+    let parents: Vec<&str> = match &job["extends"] {
+        Yaml::String(s) => vec![s.as_str()],
+        Yaml::Array(list) => list.iter().map(|p| str_of(p, "extends")).collect(),
+        _ => vec![],
+    };
+    for parent in parents {
+        merge(&mut merged, &resolved(doc, parent));
+    }
+    merge(&mut merged, job);
+    if let Yaml::Hash(h) = &mut merged {
+        h.remove(&Yaml::String("extends".into()));
+    }
+    merged
+}
+
+/// GitLab's `extends:` merge: mappings key by key, the rest replaced.
+fn merge(into: &mut Yaml, from: &Yaml) {
+    match (into, from) {
+        (Yaml::Hash(a), Yaml::Hash(b)) => {
+            for (k, v) in b {
+                match a.get_mut(k) {
+                    Some(existing @ Yaml::Hash(_)) if matches!(v, Yaml::Hash(_)) => {
+                        merge(existing, v)
+                    }
+                    _ => {
+                        a.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+        }
+        (slot, value) => *slot = value.clone(),
+    }
+}
+
+/// The jobs GitLab would run (not hidden), resolved.
+fn concrete_jobs(doc: &Yaml) -> Vec<(String, Yaml)> {
+    jobs(doc)
+        .into_iter()
+        .filter(|(name, _)| !name.starts_with('.'))
+        .map(|(name, _)| {
+            let job = resolved(doc, &name);
+            (name, job)
+        })
+        .collect()
+}
+
+/// The concrete jobs whose script runs a tick.
+fn tick_jobs(doc: &Yaml) -> Vec<(String, Yaml)> {
+    let found: Vec<_> = concrete_jobs(doc)
         .into_iter()
         .filter(|(_, job)| script(job).contains("sentinel tick"))
         .collect();
     assert!(!found.is_empty(), "no job runs `sentinel tick`");
     found
+}
+
+/// The text between `# >>> NAME` and `# <<< NAME` in a template: a step
+/// every template carries verbatim.
+fn block(rel: &str, text: &str, name: &str) -> String {
+    let start = format!("# >>> {name}");
+    let end = format!("# <<< {name}");
+    let from = text
+        .find(&start)
+        .unwrap_or_else(|| panic!("`{rel}` has no `{start}` block"));
+    let to = text[from..]
+        .find(&end)
+        .unwrap_or_else(|| panic!("`{rel}`: `{start}` is never closed"));
+    text[from..from + to].to_string()
 }
 
 /// The arms of the `case "$code"` that judges a tick: verdict -> codes.
@@ -300,17 +370,18 @@ fn assert_gitlab_template(rel: &str, doc: &Yaml, docs: &[Yaml]) {
         );
     }
     assert_no_secret(rel, &text, docs);
+    assert_every_job_stands_alone(rel, doc);
     for (name, job) in tick_jobs(doc) {
         let vars = &job["variables"];
-        assert_eq!(
-            vars["GIT_STRATEGY"].as_str(),
-            Some("none"),
-            "`{rel}` {name}: a no-op job must clone nothing"
+        let strategy = str_of(&vars["GIT_STRATEGY"], "GIT_STRATEGY");
+        assert!(
+            strategy == "empty" || strategy == "$[[ inputs.git_strategy ]]",
+            "`{rel}` {name}: a tick clones nothing and starts from an empty directory, not `{strategy}`"
         );
         let group = str_of(&job["resource_group"], "resource_group");
         assert!(
             group.starts_with("sentinel-") && group.contains('$'),
-            "`{rel}` {name}: resource_group `{group}` should be one per watched project"
+            "`{rel}` {name}: resource_group `{group}` should be one per watched scope"
         );
         assert_eq!(
             job["artifacts"]["reports"]["codequality"].as_str(),
@@ -333,34 +404,34 @@ fn assert_gitlab_template(rel: &str, doc: &Yaml, docs: &[Yaml]) {
             "`{rel}` {name}: artifact paths"
         );
 
-        let body = script(job);
+        let body = script(&job);
         assert!(body.contains("sentinel stats --json > sentinel-stats.json"));
+        // A tick that does not wake still leaves the last known findings.
         assert!(
-            body.contains("cargo install --locked --root"),
-            "`{rel}` {name}: the binary is installed once, into a cached root"
+            body.contains("sentinel report --codequality gl-code-quality-report.json"),
+            "`{rel}` {name}: every tick job writes a report"
         );
-        assert!(body.contains("packages/generic/sentinel-state"));
+        assert!(body.contains("packages/generic/sentinel-state-$scope/v1/state.tar.gz"));
         assert!(body.contains("--header \"JOB-TOKEN: $CI_JOB_TOKEN\""));
 
-        // The state file sits under a cached path.
-        let state = str_of(&vars["SENTINEL_STATE"], "SENTINEL_STATE");
+        // The state directory sits under a cached path; the binary has its
+        // own cache, keyed by version.
+        assert!(body.contains("state_dir=\".sentinel/$scope\""));
+        assert!(body.contains("export SENTINEL_STATE=\"$state_dir/state.json\""));
         let caches = job["cache"].as_vec().expect("cache is a list");
-        let bin_cached = caches.iter().any(|c| {
-            str_of(&c["key"], "cache key").starts_with("sentinel-bin-")
-                && c["paths"][0].as_str() == Some(".sentinel-bin/")
-        });
-        assert!(bin_cached, "`{rel}` {name}: the binary's cache");
-        let state_cached = caches
-            .iter()
-            .flat_map(|c| c["paths"].as_vec())
-            .flatten()
-            .any(|p| {
-                let p = str_of(p, "a cache path");
-                p == state || (p.ends_with('/') && state.starts_with(p))
-            });
+        let cached = |key_prefix: &str, path: &str| {
+            caches.iter().any(|c| {
+                str_of(&c["key"], "cache key").starts_with(key_prefix)
+                    && c["paths"][0].as_str() == Some(path)
+            })
+        };
         assert!(
-            state_cached,
-            "`{rel}` {name}: no cache path holds `{state}`"
+            cached("sentinel-bin-$SENTINEL_VERSION", ".sentinel-bin/"),
+            "`{rel}` {name}: the binary's cache"
+        );
+        assert!(
+            cached("sentinel-state-$", ".sentinel/"),
+            "`{rel}` {name}: the state's cache"
         );
 
         // The verdict on the exit code equals the binary's table.
@@ -374,7 +445,7 @@ fn assert_gitlab_template(rel: &str, doc: &Yaml, docs: &[Yaml]) {
         assert_eq!(
             get("woke"),
             expected.woke,
-            "`{rel}` {name}: the codes that upload the state"
+            "`{rel}` {name}: the codes of a waking tick"
         );
         assert_eq!(
             get("red"),
@@ -390,38 +461,114 @@ fn assert_gitlab_template(rel: &str, doc: &Yaml, docs: &[Yaml]) {
             "`{rel}` {name}: red exits with the real code"
         );
         assert!(body.contains("echo \"sentinel tick exited $code"));
+        // Only a changed state is uploaded, and never after a failed tick.
+        assert!(
+            body.contains("[ \"$verdict\" != red ] && [ -s \"$SENTINEL_STATE\" ] && [ \"$before\" != \"$after\" ]"),
+            "`{rel}` {name}: the upload is decided by the state's digest"
+        );
     }
 }
 
-/// The schedule and push jobs of a single-project template.
-fn assert_schedule_and_push(rel: &str, doc: &Yaml) {
-    let schedule = &doc["sentinel:schedule"];
-    assert_eq!(schedule["extends"].as_str(), Some(".sentinel"), "`{rel}`");
-    assert_eq!(
-        schedule["rules"][0]["if"].as_str(),
-        Some("$CI_PIPELINE_SOURCE == \"schedule\""),
-        "`{rel}`: sentinel:schedule runs in scheduled pipelines"
-    );
-    assert_eq!(
-        schedule["variables"]["SENTINEL_TRIGGER"].as_str(),
-        Some("schedule")
-    );
-    assert_eq!(schedule["rules"].as_vec().map(Vec::len), Some(1));
+/// What every sentinel job must say for itself, whatever the project's own
+/// `.gitlab-ci.yml` holds: no `default:` of the project, no hard-coded stage,
+/// a timeout, no queueing behind other jobs, never cancelled halfway, and on
+/// its normal path the prebuilt binary (never a compile).
+fn assert_every_job_stands_alone(rel: &str, doc: &Yaml) {
+    let stages: Vec<&str> = doc["stages"]
+        .as_vec()
+        .map(|v| v.iter().map(|s| str_of(s, "a stage")).collect())
+        .unwrap_or_default();
+    let concrete = concrete_jobs(doc);
+    assert!(!concrete.is_empty(), "`{rel}` has no job");
+    for (name, job) in concrete {
+        assert_eq!(
+            job["inherit"]["default"].as_bool(),
+            Some(false),
+            "`{rel}` {name}: the project's default: (before_script, image...) must not run in it"
+        );
+        let stage = str_of(&job["stage"], "stage");
+        assert!(
+            stage == "$[[ inputs.stage ]]" || stages.contains(&stage),
+            "`{rel}` {name}: stage `{stage}` is hard-coded; take it from inputs.stage (or declare it in the file's own stages:)"
+        );
+        let timeout = str_of(&job["timeout"], "timeout");
+        assert!(
+            timeout == "$[[ inputs.timeout ]]" || timeout.contains("minute"),
+            "`{rel}` {name}: timeout `{timeout}`"
+        );
+        assert_eq!(
+            job["needs"].as_vec().map(Vec::len),
+            Some(0),
+            "`{rel}` {name}: needs: []"
+        );
+        assert_eq!(
+            job["interruptible"].as_bool(),
+            Some(false),
+            "`{rel}` {name}: interruptible: false"
+        );
+        let body = script(&job);
+        assert!(
+            !body.contains("cargo install") && !body.contains("cargo build"),
+            "`{rel}` {name}: compiles sentinel on its normal path"
+        );
+        assert!(
+            body.contains("sha256sum") && body.contains("sentinel --version"),
+            "`{rel}` {name}: the binary is verified and its version checked"
+        );
+        let rules = job["rules"].as_vec().expect("every sentinel job has rules");
+        for rule in rules {
+            let cond = str_of(&rule["if"], "a rule");
+            assert!(
+                !cond.contains("\"schedule\"") || cond.contains("$SENTINEL_SCHEDULE == \"true\""),
+                "`{rel}` {name}: `{cond}` would fire on every schedule of the project"
+            );
+        }
+    }
+}
 
-    let push = &doc["sentinel:push"];
-    assert_eq!(push["extends"].as_str(), Some(".sentinel"), "`{rel}`");
-    assert_eq!(push["variables"]["SENTINEL_TRIGGER"].as_str(), Some("push"));
-    let rules = push["rules"].as_vec().expect("sentinel:push has rules");
-    assert!(!rules.is_empty());
-    for rule in rules {
+/// The tick and merge-request jobs of a single-project template.
+fn assert_tick_and_mr(rel: &str, doc: &Yaml, tick: &str, mr: &str) {
+    let tick_job = resolved(doc, tick);
+    let rules = tick_job["rules"].as_vec().expect("the tick job has rules");
+    assert_eq!(
+        str_of(&rules[0]["if"], "a rule"),
+        "$CI_PIPELINE_SOURCE == \"schedule\" && $SENTINEL_SCHEDULE == \"true\"",
+        "`{rel}`: the tick runs on the sentinel schedule only"
+    );
+    for rule in &rules[1..] {
         let cond = str_of(&rule["if"], "a rule");
         assert!(
             cond.contains("$CI_PIPELINE_SOURCE == \"push\"")
                 && cond.contains("$SENTINEL_ON_PUSH == \"true\""),
-            "`{rel}`: sentinel:push must be opt-in and push-only: `{cond}`"
+            "`{rel}`: push ticks must be opt-in and push-only: `{cond}`"
         );
         assert!(rule["when"].is_badvalue(), "`{rel}`: `{cond}` sets a when");
     }
+
+    let mr_job = resolved(doc, mr);
+    let cond = str_of(&mr_job["rules"][0]["if"], "a rule");
+    assert!(
+        cond.starts_with("$CI_PIPELINE_SOURCE == \"merge_request_event\""),
+        "`{rel}` {mr}: `{cond}`"
+    );
+    let body = script(&mr_job);
+    assert!(
+        body.contains("--changed-since \"$CI_MERGE_REQUEST_DIFF_BASE_SHA\""),
+        "`{rel}` {mr}: the report of the changed files"
+    );
+    assert!(
+        !body.contains("sentinel tick") && !body.contains("--upload-file"),
+        "`{rel}` {mr}: read-only"
+    );
+    assert_eq!(
+        mr_job["variables"]["SENTINEL_STATE_DOWNLOAD"].as_str(),
+        Some("always"),
+        "`{rel}` {mr}: the latest saved state"
+    );
+    assert_eq!(
+        mr_job["artifacts"]["reports"]["codequality"].as_str(),
+        Some(CODEQUALITY)
+    );
 }
 
 #[test]
@@ -454,16 +601,52 @@ fn the_exit_code_parser_reads_codes_and_ranges() {
     assert_eq!(table[&2], "usage");
 }
 
+/// The names of a spec's inputs, and the names its jobs use: equal.
+fn assert_inputs_declared_and_used(rel: &str, docs: &[Yaml]) -> BTreeSet<String> {
+    let inputs = docs[0]["spec"]["inputs"]
+        .as_hash()
+        .expect("spec: inputs: is a mapping");
+    let declared: BTreeSet<String> = inputs
+        .keys()
+        .map(|k| str_of(k, "an input").to_string())
+        .collect();
+    let text = read(rel);
+    let jobs_text = text.split_once("\n---\n").expect("the `---` separator").1;
+    let used: BTreeSet<String> = jobs_text
+        .match_indices("$[[ inputs.")
+        .map(|(i, m)| {
+            let rest = &jobs_text[i + m.len()..];
+            rest.split_once(" ]]")
+                .expect("a closed $[[ ]]")
+                .0
+                .to_string()
+        })
+        .collect();
+    assert_eq!(used, declared, "`{rel}`: inputs used vs declared");
+    declared
+}
+
 #[test]
 fn the_gitlab_template_parses_and_ends_only_errors_red() {
     let docs = load(GITLAB);
-    assert_eq!(docs.len(), 1, "`{GITLAB}` is one YAML document");
-    let doc = &docs[0];
-    assert_gitlab_template(GITLAB, doc, &docs);
-    assert_schedule_and_push(GITLAB, doc);
     assert_eq!(
-        str_of(&doc[".sentinel"]["resource_group"], "resource_group"),
-        "sentinel-$CI_PROJECT_ID"
+        docs.len(),
+        2,
+        "`{GITLAB}` is a spec document (stage, timeout) and a jobs document"
+    );
+    let declared = assert_inputs_declared_and_used(GITLAB, &docs);
+    for name in ["stage", "timeout", "git_strategy"] {
+        assert!(declared.contains(name), "`{GITLAB}` lacks the input {name}");
+    }
+    let doc = &docs[1];
+    assert_gitlab_template(GITLAB, doc, &docs);
+    assert_tick_and_mr(GITLAB, doc, "sentinel:tick", "sentinel:mr");
+    assert_eq!(
+        str_of(
+            &resolved(doc, "sentinel:tick")["resource_group"],
+            "resource_group"
+        ),
+        "sentinel-$CI_PROJECT_ID-$CI_JOB_NAME_SLUG"
     );
     assert_eq!(
         doc["variables"]["SENTINEL_ON_PUSH"]["value"].as_str(),
@@ -480,17 +663,17 @@ fn the_component_has_a_spec_and_the_same_jobs() {
         2,
         "`{COMPONENT}` is a spec document and a jobs document"
     );
-    let inputs = docs[0]["spec"]["inputs"]
-        .as_hash()
-        .expect("spec: inputs: is a mapping");
-    let declared: BTreeSet<&str> = inputs.keys().map(|k| str_of(k, "an input")).collect();
+    let declared = assert_inputs_declared_and_used(COMPONENT, &docs);
     for name in [
-        "state_path",
+        "stage",
+        "timeout",
         "watched_path",
+        "branch",
         "batch",
         "model",
         "on_push",
-        "stage",
+        "sentinel_version",
+        "release_project",
     ] {
         assert!(
             declared.contains(name),
@@ -505,33 +688,32 @@ fn the_component_has_a_spec_and_the_same_jobs() {
         Some("number")
     );
 
-    // Every `$[[ inputs.x ]]` of the jobs is declared, and every input is used.
-    let text = read(COMPONENT);
-    let jobs_text = text.split_once("\n---\n").expect("the `---` separator").1;
-    let used: BTreeSet<&str> = jobs_text
-        .match_indices("$[[ inputs.")
-        .map(|(i, m)| {
-            let rest = &jobs_text[i + m.len()..];
-            rest.split_once(" ]]").expect("a closed $[[ ]]").0
-        })
-        .collect();
-    assert_eq!(used, declared, "`{COMPONENT}`: inputs used vs declared");
-
     let doc = &docs[1];
+    // No hidden job: two includes would share (and override) it. The job
+    // names carry the scope's inputs, so two includes never merge.
+    for (name, _) in jobs(doc) {
+        assert!(!name.starts_with('.'), "`{COMPONENT}`: hidden job {name}");
+        assert!(
+            name.contains("$[[ inputs.branch ]]") && name.contains("$[[ inputs.watched_path ]]"),
+            "`{COMPONENT}`: the job name `{name}` must carry the branch and the path"
+        );
+    }
     assert_gitlab_template(COMPONENT, doc, &docs);
-    assert_schedule_and_push(COMPONENT, doc);
-    let vars = &doc[".sentinel"]["variables"];
+    let tick = "sentinel:tick $[[ inputs.branch ]]/$[[ inputs.watched_path ]]";
+    let mr = "sentinel:mr $[[ inputs.branch ]]/$[[ inputs.watched_path ]]";
+    assert_tick_and_mr(COMPONENT, doc, tick, mr);
+    let vars = &doc[tick]["variables"];
     assert_eq!(
         vars["SENTINEL_ON_PUSH"].as_str(),
         Some("$[[ inputs.on_push ]]")
     );
     assert_eq!(
-        vars["SENTINEL_STATE"].as_str(),
-        Some("$[[ inputs.state_path ]]")
-    );
-    assert_eq!(
         vars["SENTINEL_PATH"].as_str(),
         Some("$[[ inputs.watched_path ]]")
+    );
+    assert_eq!(
+        vars["SENTINEL_BRANCH"].as_str(),
+        Some("$[[ inputs.branch ]]")
     );
 }
 
@@ -568,7 +750,7 @@ fn the_fleet_ticks_each_project_with_its_own_state_and_lock() {
             "{slug}: SENTINEL_BRANCH"
         );
     }
-    // One lock, one cache and one state package per entry.
+    // One lock and one cache per entry; the state by its scope's hash.
     assert!(str_of(&job["resource_group"], "resource_group").contains("$SENTINEL_NAME"));
     let keys: Vec<&str> = job["cache"]
         .as_vec()
@@ -577,12 +759,73 @@ fn the_fleet_ticks_each_project_with_its_own_state_and_lock() {
         .map(|c| str_of(&c["key"], "cache key"))
         .collect();
     assert!(keys.contains(&"sentinel-state-$SENTINEL_NAME"), "{keys:?}");
-    assert!(str_of(&job["variables"]["SENTINEL_STATE"], "state").contains("$SENTINEL_NAME"));
-    assert!(script(job).contains("packages/generic/sentinel-state-$SENTINEL_NAME/v1/state.json"));
     assert_eq!(
         job["rules"][0]["if"].as_str(),
-        Some("$CI_PIPELINE_SOURCE == \"schedule\"")
+        Some("$CI_PIPELINE_SOURCE == \"schedule\" && $SENTINEL_SCHEDULE == \"true\"")
     );
+}
+
+#[test]
+fn the_install_state_and_tick_steps_are_the_same_text_in_every_template() {
+    let texts: Vec<(&str, String)> = [GITLAB, COMPONENT, FLEET]
+        .iter()
+        .map(|rel| (*rel, read(rel)))
+        .collect();
+    for name in ["install", "state", "tick"] {
+        let (first_rel, first) = &texts[0];
+        let reference = block(first_rel, first, name);
+        for (rel, text) in &texts[1..] {
+            assert_eq!(
+                block(rel, text, name),
+                reference,
+                "the `{name}` step of `{rel}` differs from `{first_rel}`'s"
+            );
+        }
+    }
+    for rel in [GITLAB, COMPONENT] {
+        let text = read(rel);
+        assert_eq!(block(rel, &text, "mr"), block(GITLAB, &read(GITLAB), "mr"));
+    }
+    // The scope is the project, the branch and the path, hashed.
+    let state = block(GITLAB, &texts[0].1, "state");
+    assert!(state.contains(
+        "\"${SENTINEL_PROJECT:-$CI_PROJECT_ID}\" \"${SENTINEL_BRANCH:-$CI_DEFAULT_BRANCH}\" \"$scope_path\" | sha256sum"
+    ));
+}
+
+#[test]
+fn the_release_pipeline_builds_on_tags_and_publishes_checksummed_binaries() {
+    let docs = load(RELEASE);
+    assert_eq!(docs.len(), 1);
+    let doc = &docs[0];
+    let text = read(RELEASE);
+    assert_no_secret(RELEASE, &text, &docs);
+    let concrete = concrete_jobs(doc);
+    assert!(concrete.len() >= 3, "build, image and release jobs");
+    for (name, job) in &concrete {
+        let cond = str_of(&job["rules"][0]["if"], "a rule");
+        assert!(
+            cond.contains("$CI_COMMIT_TAG"),
+            "`{RELEASE}` {name} runs on tags only: `{cond}`"
+        );
+    }
+    assert!(text.contains("scripts/release/publish \"$RELEASE_VERSION\""));
+    assert!(text.contains("scripts/release/build"));
+    let build = read("scripts/release/build");
+    assert!(build.contains("x86_64-unknown-linux-gnu"));
+    assert!(build.contains("aarch64-unknown-linux-gnu"));
+    assert!(
+        concrete.iter().any(|(_, j)| !j["release"].is_badvalue()),
+        "`{RELEASE}`: a job creates the GitLab release"
+    );
+    let dockerfile = read("Dockerfile");
+    assert!(
+        dockerfile.matches("FROM ").count() >= 2,
+        "a multi-stage build"
+    );
+    for need in ["git", "ca-certificates", "curl"] {
+        assert!(dockerfile.contains(need), "the image needs {need}");
+    }
 }
 
 /// Sections of a systemd unit: name -> (key, value) in order. Fails on any
