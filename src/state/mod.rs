@@ -7,5 +7,6 @@ pub mod safe_fs;
 pub mod schema;
 pub mod storage;
 pub mod store;
+pub mod ts;
 
 pub use schema::*;

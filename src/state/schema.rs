@@ -95,6 +95,7 @@ impl Outcome {
 pub struct Decision {
     pub outcome: Outcome,
     pub reason: String,
+    #[serde(with = "super::ts")]
     pub ts: DateTime<Utc>,
     /// Who decided: `local` (local policy, a hand-over with the advisor off)
     /// or the advisor, e.g. `openai:gpt-4o-mini`. `None` in a state written
@@ -135,7 +136,11 @@ pub struct FileRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decision: Option<Decision>,
     /// When the file's bytes last changed (its lifecycle clock).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "super::ts::option"
+    )]
     pub changed_ts: Option<DateTime<Utc>>,
     /// The review schedule of a mature file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -146,9 +151,14 @@ pub struct FileRecord {
     /// Local dependencies (resolved paths) at the last evaluation.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deps: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "super::ts::option"
+    )]
     pub first_ts: Option<DateTime<Utc>>,
     /// Last time the file was listed, evaluated or reused; the oldest is evicted first.
+    #[serde(with = "super::ts")]
     pub last_ts: DateTime<Utc>,
     #[serde(default)]
     pub evaluations: u64,
@@ -168,7 +178,7 @@ pub struct FileRecord {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub own_output: Vec<String>,
     /// When an agent or a patch rewrote this file, within the rewrite window.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty", with = "super::ts::vec")]
     pub rewrites: Vec<DateTime<Utc>>,
     /// Rewritten too often: not handed over again until `sentinel reset`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
