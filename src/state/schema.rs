@@ -5,8 +5,10 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-/// The schema this build reads and writes. A newer one is refused, never downgraded.
-pub const SCHEMA: u32 = 1;
+/// The schema this build reads and writes. A newer one is refused, never
+/// downgraded. 1: one document; 2: a manifest and its shards (`shards`),
+/// which a build that knows only 1 refuses.
+pub const SCHEMA: u32 = 2;
 
 /// What a file's evaluation ended in. `reused` and `pending` describe a tick's
 /// handling of a file; the others are decisions.
@@ -178,7 +180,11 @@ pub struct FileRecord {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub own_output: Vec<String>,
     /// When an agent or a patch rewrote this file, within the rewrite window.
-    #[serde(default, skip_serializing_if = "Vec::is_empty", with = "super::ts::vec")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        with = "super::ts::vec"
+    )]
     pub rewrites: Vec<DateTime<Utc>>,
     /// Rewritten too often: not handed over again until `sentinel reset`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -382,7 +388,7 @@ pub struct State {
     pub observations: crate::gate::observation::ObservationLog,
     /// The watched tree as of `wake.last_head`, with what is remembered per file.
     #[serde(default)]
-    pub files: BTreeMap<String, FileRecord>,
+    pub files: super::files::Files,
 }
 
 impl State {

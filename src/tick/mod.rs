@@ -98,6 +98,11 @@ pub fn run(cfg: &TickConfig, fx: &mut Effects) -> Result<TickReport> {
     work.open_ledger(&mut state)?;
     let spent = work.spend(&mut state, &look);
     let (settled, wanted) = work.plan(&mut state, &look.verdict, look.head.as_deref())?;
+    // A shard that could not be read would make its files look new: stop
+    // before anything is judged (or paid for).
+    if let Some(e) = state.files.error() {
+        anyhow::bail!("{e} (nothing was saved)");
+    }
     let queue = work.queue(&mut state, wanted);
     let files = work.judge(&mut state, &queue)?;
     let done = work.finish(&mut state, spent, &files);
