@@ -140,6 +140,13 @@ fn parse_header_line(line: &[u8], total: u64) -> Option<Header> {
 /// The whole state with every shard read and checked; `None` when the file
 /// is missing (first run). For the commands that look at every record.
 pub fn load(path: &Path) -> Result<Option<State>> {
+    // A reader without the lock (`stats` while a tick saves) may read a
+    // manifest whose shards the save then removes: the second read finds
+    // the new manifest, whole. A damaged state fails both times alike.
+    load_whole(path).or_else(|_| load_whole(path))
+}
+
+fn load_whole(path: &Path) -> Result<Option<State>> {
     let Some(state) = load_lazy(path)? else {
         return Ok(None);
     };

@@ -78,6 +78,12 @@ fn a_state_of_schema_1_migrates_on_its_next_wake_with_the_same_records() {
     expect_code(&sb.tick(&at(0), &[]), 10);
     let doc = state_doc(&sb.state);
     let records = doc["files"].clone();
+    let f0 = &records[format!("{WATCHED}/f0.js")];
+    assert!(
+        f0["last_ts"].is_i64(),
+        "a record's times are integers: {f0}"
+    );
+    assert!(f0["decision"]["ts"].is_i64(), "{f0}");
     // What an older build wrote: one document, times as RFC 3339 strings.
     let mut old = doc.clone();
     for r in old["files"].as_object_mut().unwrap().values_mut() {
