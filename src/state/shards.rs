@@ -45,23 +45,14 @@ pub struct Layout {
     pub locks: Vec<String>,
 }
 
-/// What the manifest adds to the state-wide parts.
+/// What the manifest adds to the state-wide parts; a document of schema 1
+/// has no `layout`.
 #[derive(Deserialize)]
 pub struct Tail {
-    pub layout: Layout,
+    #[serde(default)]
+    pub layout: Option<Layout>,
     #[serde(default)]
     pub shards: Vec<Option<Saved>>,
-}
-
-/// Whether a document is a manifest (it has a `layout`).
-#[derive(Deserialize)]
-struct Probe {
-    #[serde(default)]
-    layout: Option<serde::de::IgnoredAny>,
-}
-
-pub fn is_manifest(bytes: &[u8]) -> bool {
-    serde_json::from_slice::<Probe>(bytes).is_ok_and(|p| p.layout.is_some())
 }
 
 /// One shard file.
@@ -83,9 +74,13 @@ pub fn buckets_for(records: usize) -> usize {
 }
 
 /// Attach the manifest's shards to a state read from it: nothing is read yet.
-pub fn attach(state: &mut State, path: &Path, tail: Tail) -> Result<()> {
+pub fn attach(
+    state: &mut State,
+    path: &Path,
+    layout: Layout,
+    shards: Vec<Option<Saved>>,
+) -> Result<()> {
     let dir = dir_of(path);
-    let Tail { layout, shards } = tail;
     if shards.len() != layout.buckets || !layout.buckets.is_power_of_two() {
         bail!(
             "state file `{}` names {} shards for {} buckets; the file was left untouched: restore it from a backup, or move it and `{}` away to start over",

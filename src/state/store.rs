@@ -171,14 +171,14 @@ pub fn load_lazy(path: &Path) -> Result<Option<State>> {
             check_schema(path, state.schema)?;
             // A manifest names its shards; a document of schema 1 holds its
             // records itself and is migrated by its next save.
-            if shards::is_manifest(&bytes) {
-                let tail: shards::Tail = serde_json::from_slice(&bytes).map_err(|e| {
-                    anyhow!(
-                        "state file `{}` is not a valid manifest: {e}; the file was left untouched: restore it from a backup, or move it away to start over",
-                        path.display()
-                    )
-                })?;
-                shards::attach(&mut state, path, tail)?;
+            let tail: shards::Tail = serde_json::from_slice(&bytes).map_err(|e| {
+                anyhow!(
+                    "state file `{}` is not a valid manifest: {e}; the file was left untouched: restore it from a backup, or move it away to start over",
+                    path.display()
+                )
+            })?;
+            if let Some(layout) = tail.layout {
+                shards::attach(&mut state, path, layout, tail.shards)?;
             }
             Ok(Some(state))
         }
