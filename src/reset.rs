@@ -36,7 +36,7 @@ pub fn apply(state: &mut State, req: &Request, now: DateTime<Utc>) -> Result<Don
         .collect();
     let unknown: Vec<String> = paths
         .iter()
-        .filter(|p| !state.files.contains_key(**p))
+        .filter(|p| !state.files.contains_key(p))
         .map(|p| format!("`{p}`"))
         .collect();
     if !unknown.is_empty() {

@@ -46,6 +46,8 @@ mod reliability;
 mod retries;
 #[path = "e2e/scheduler.rs"]
 mod scheduler;
+#[path = "e2e/state_layout.rs"]
+mod state_layout;
 #[path = "e2e/templates.rs"]
 mod templates;
 #[path = "e2e/wakes.rs"]
@@ -521,7 +523,7 @@ fn corrupt_state_exits_1_and_leaves_the_file_untouched() {
     let first_line = real.iter().position(|b| *b == b'\n').unwrap() + 1;
     let newer_header = String::from_utf8(real.clone())
         .unwrap()
-        .replacen("{\"schema\":1,", "{\"schema\":99,", 1)
+        .replacen("{\"schema\":2,", "{\"schema\":99,", 1)
         .into_bytes();
     assert_ne!(newer_header, real);
 
@@ -545,12 +547,12 @@ fn corrupt_state_exits_1_and_leaves_the_file_untouched() {
         (
             "newer-minimal.json",
             br#"{"schema":99}"#.to_vec(),
-            "has schema 99, newer than the 1 this sentinel understands".into(),
+            "has schema 99, newer than the 2 this sentinel understands".into(),
         ),
         (
             "newer-header.json",
             newer_header,
-            "has schema 99, newer than the 1 this sentinel understands".into(),
+            "has schema 99, newer than the 2 this sentinel understands".into(),
         ),
     ];
 
@@ -1306,13 +1308,14 @@ fn evidence_version_is_part_of_every_fingerprint() {
     } else {
         "000000000000"
     };
-    let text = fs::read_to_string(&sb.state).unwrap();
+    let text = util::layout::state_doc(&sb.state).to_string();
     assert_eq!(
         text.matches(evidence.as_str()).count(),
         1 + 5,
         "wake + 5 fingerprints"
     );
-    fs::write(&sb.state, text.replace(evidence.as_str(), other)).unwrap();
+    let doc = serde_json::from_str(&text.replace(evidence.as_str(), other)).unwrap();
+    util::layout::write_single(&sb.state, &doc);
 
     let out = sb.explain(&p("a.js"), true);
     expect_code(&out, 0);

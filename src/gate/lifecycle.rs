@@ -72,6 +72,7 @@ pub fn status(
 /// A mature file's review schedule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Review {
+    #[serde(with = "crate::state::ts")]
     pub next: DateTime<Utc>,
     pub interval_days: u32,
 }

@@ -46,6 +46,7 @@ pub struct Retry {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub failures: u32,
     /// Not tried again before this time.
+    #[serde(with = "crate::state::ts")]
     pub not_before: DateTime<Utc>,
     pub wait: Wait,
 }

@@ -44,9 +44,11 @@ pub fn render(state: &State, web_url: Option<&str>, now: DateTime<Utc>) -> Strin
         "This issue is kept by sentinel. It lists the changes the model proposes (EVOLVE) and is rewritten when they change.\n"
     );
     let _ = writeln!(out, "**Health:** {}.\n", health(state, now));
+    // Only the buckets that hold a stuck file are read.
+    state.files.load_where(|s| s.stuck > 0);
     let stuck: Vec<&str> = state
         .files
-        .iter()
+        .loaded()
         .filter(|(_, r)| r.stuck)
         .map(|(p, _)| p.as_str())
         .collect();

@@ -2,10 +2,13 @@
 //! and the decision journal.
 
 pub mod decisions;
+pub mod files;
 pub mod journal;
 pub mod safe_fs;
 pub mod schema;
+pub mod shards;
 pub mod storage;
 pub mod store;
+pub mod ts;
 
 pub use schema::*;

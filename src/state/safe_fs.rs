@@ -90,6 +90,37 @@ pub fn replace(path: &Path, bytes: &[u8], like: Option<&Path>) -> io::Result<()>
     File::open(dir)?.sync_all()
 }
 
+/// Write a new file at `path` the way `replace` does (temp name, mode and
+/// owner of `like`, fsync, rename), but leave the fsync of the directory to
+/// the caller: a save writing many shards syncs their directory once.
+pub fn create_synced(path: &Path, bytes: &[u8], like: Option<&Path>) -> io::Result<()> {
+    let template = match like {
+        Some(l) => existing(l)?,
+        None => None,
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&format!("{name}.tmp-"))
+        .permissions(Permissions::from_mode(0o666))
+        .tempfile_in(dir_of(path))?;
+    take_after(tmp.as_file(), template.as_ref())?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    if is_link(path) {
+        return Err(link_error(path));
+    }
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// Make the entries of `dir` (new names, renames, removals) durable.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
 /// Open `path` to append, never through a link; a missing file is created
 /// with the mode and owner of `like` when it exists. Returns the file and
 /// whether it was created.

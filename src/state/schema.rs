@@ -5,8 +5,10 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-/// The schema this build reads and writes. A newer one is refused, never downgraded.
-pub const SCHEMA: u32 = 1;
+/// The schema this build reads and writes. A newer one is refused, never
+/// downgraded. 1: one document; 2: a manifest and its shards (`shards`),
+/// which a build that knows only 1 refuses.
+pub const SCHEMA: u32 = 2;
 
 /// What a file's evaluation ended in. `reused` and `pending` describe a tick's
 /// handling of a file; the others are decisions.
@@ -95,6 +97,7 @@ impl Outcome {
 pub struct Decision {
     pub outcome: Outcome,
     pub reason: String,
+    #[serde(with = "super::ts")]
     pub ts: DateTime<Utc>,
     /// Who decided: `local` (local policy, a hand-over with the advisor off)
     /// or the advisor, e.g. `openai:gpt-4o-mini`. `None` in a state written
@@ -135,7 +138,11 @@ pub struct FileRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decision: Option<Decision>,
     /// When the file's bytes last changed (its lifecycle clock).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "super::ts::option"
+    )]
     pub changed_ts: Option<DateTime<Utc>>,
     /// The review schedule of a mature file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -146,9 +153,14 @@ pub struct FileRecord {
     /// Local dependencies (resolved paths) at the last evaluation.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deps: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "super::ts::option"
+    )]
     pub first_ts: Option<DateTime<Utc>>,
     /// Last time the file was listed, evaluated or reused; the oldest is evicted first.
+    #[serde(with = "super::ts")]
     pub last_ts: DateTime<Utc>,
     #[serde(default)]
     pub evaluations: u64,
@@ -168,7 +180,11 @@ pub struct FileRecord {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub own_output: Vec<String>,
     /// When an agent or a patch rewrote this file, within the rewrite window.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        with = "super::ts::vec"
+    )]
     pub rewrites: Vec<DateTime<Utc>>,
     /// Rewritten too often: not handed over again until `sentinel reset`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -404,7 +420,7 @@ pub struct State {
     pub observations: crate::gate::observation::ObservationLog,
     /// The watched tree as of `wake.last_head`, with what is remembered per file.
     #[serde(default)]
-    pub files: BTreeMap<String, FileRecord>,
+    pub files: super::files::Files,
 }
 
 impl State {

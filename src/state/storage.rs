@@ -67,7 +67,7 @@ impl Storage for FileStorage {
         store::load_header(&self.path)
     }
     fn load(&mut self) -> Result<Option<State>> {
-        store::load(&self.path)
+        store::load_lazy(&self.path)
     }
     fn save(&mut self, state: &State) -> Result<u64> {
         store::save(&self.path, state)

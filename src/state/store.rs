@@ -15,8 +15,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, anyhow, bail};
 use serde::Deserialize;
 
+use super::files::Saved;
 use super::safe_fs;
 use super::schema::{Header, SCHEMA, State};
+use super::shards::{self, Layout};
 
 /// A longer first line is not a header written by sentinel.
 const MAX_HEADER_BYTES: u64 = 1 << 20;
@@ -123,7 +125,7 @@ pub fn load_header(path: &Path) -> Result<Option<Header>> {
         check_schema(path, header.schema)?;
         return Ok(Some(header));
     }
-    Ok(load(path)?.map(|s| s.header()))
+    Ok(load_lazy(path)?.map(|s| s.header()))
 }
 
 fn parse_header_line(line: &[u8], total: u64) -> Option<Header> {
@@ -135,8 +137,29 @@ fn parse_header_line(line: &[u8], total: u64) -> Option<Header> {
     (line.len() as u64 + parsed.body_bytes == total).then_some(parsed.header)
 }
 
-/// The whole state; `None` when the file is missing (first run).
+/// The whole state with every shard read and checked; `None` when the file
+/// is missing (first run). For the commands that look at every record.
 pub fn load(path: &Path) -> Result<Option<State>> {
+    // A reader without the lock (`stats` while a tick saves) may read a
+    // manifest whose shards the save then removes: the second read finds
+    // the new manifest, whole. A damaged state fails both times alike.
+    load_whole(path).or_else(|_| load_whole(path))
+}
+
+fn load_whole(path: &Path) -> Result<Option<State>> {
+    let Some(state) = load_lazy(path)? else {
+        return Ok(None);
+    };
+    state.files.load_all();
+    if let Some(e) = state.files.error() {
+        bail!("{e}");
+    }
+    Ok(Some(state))
+}
+
+/// The state with no shard read yet: each is read when a record in it is
+/// first looked at (`files::Files`). `None` when the file is missing.
+pub fn load_lazy(path: &Path) -> Result<Option<State>> {
     refuse_link(path)?;
     let bytes = match fs::read(path) {
         Ok(b) => b,
@@ -144,8 +167,19 @@ pub fn load(path: &Path) -> Result<Option<State>> {
         Err(e) => return Err(open_error(path, e)),
     };
     match serde_json::from_slice::<State>(&bytes) {
-        Ok(state) => {
+        Ok(mut state) => {
             check_schema(path, state.schema)?;
+            // A manifest names its shards; a document of schema 1 holds its
+            // records itself and is migrated by its next save.
+            let tail: shards::Tail = serde_json::from_slice(&bytes).map_err(|e| {
+                anyhow!(
+                    "state file `{}` is not a valid manifest: {e}; the file was left untouched: restore it from a backup, or move it away to start over",
+                    path.display()
+                )
+            })?;
+            if let Some(layout) = tail.layout {
+                shards::attach(&mut state, path, layout, tail.shards)?;
+            }
             Ok(Some(state))
         }
         Err(err) => {
@@ -239,16 +273,34 @@ pub fn write_start(state: &Path, now: chrono::DateTime<chrono::Utc>) -> Result<(
     })
 }
 
-/// Serialise in the fixed layout: header line, then backlog, then one line per file,
+/// The state-wide parts after the header: backlog, advisor, observations,
 /// every value redacted (reasons and error details come from peers).
+fn encode_common(state: &State, body: &mut Vec<u8>) -> Result<()> {
+    body.extend_from_slice(b"\"backlog\":");
+    crate::redact::to_writer(&mut *body, &state.backlog)?;
+    body.extend_from_slice(b",\n\"llm\":");
+    crate::redact::to_writer(&mut *body, &state.llm)?;
+    body.extend_from_slice(b",\n\"observations\":");
+    crate::redact::to_writer(&mut *body, &state.observations)?;
+    Ok(())
+}
+
+/// The header line (with the body's length, so a no-op notices a truncated
+/// file without reading it), then the body.
+fn with_header(header: &Header, body: &[u8]) -> Result<Vec<u8>> {
+    let header = crate::redact::to_string(header)?.into_bytes();
+    let mut out = Vec::with_capacity(header.len() + body.len() + 32);
+    out.extend_from_slice(&header[..header.len() - 1]);
+    writeln!(out, ",\"body_bytes\":{},", body.len())?;
+    out.extend_from_slice(body);
+    Ok(out)
+}
+
+/// Serialise as one document (schema 1's layout, kept by `MemoryStorage`):
+/// header line, then backlog, then one line per file.
 pub fn encode(state: &State) -> Result<Vec<u8>> {
     let mut body = Vec::with_capacity(64 + state.files.len() * 256);
-    body.extend_from_slice(b"\"backlog\":");
-    crate::redact::to_writer(&mut body, &state.backlog)?;
-    body.extend_from_slice(b",\n\"llm\":");
-    crate::redact::to_writer(&mut body, &state.llm)?;
-    body.extend_from_slice(b",\n\"observations\":");
-    crate::redact::to_writer(&mut body, &state.observations)?;
+    encode_common(state, &mut body)?;
     body.extend_from_slice(b",\n\"files\":{");
     for (i, (path, record)) in state.files.iter().enumerate() {
         body.extend_from_slice(if i == 0 { b"\n" } else { b",\n" });
@@ -257,28 +309,45 @@ pub fn encode(state: &State) -> Result<Vec<u8>> {
         crate::redact::to_writer(&mut body, record)?;
     }
     body.extend_from_slice(b"\n}}\n");
-
-    let header = crate::redact::to_string(&state.header())?.into_bytes();
-    let mut out = Vec::with_capacity(header.len() + body.len() + 32);
-    out.extend_from_slice(&header[..header.len() - 1]);
-    // The body length lets a no-op notice a truncated file without reading it.
-    writeln!(out, ",\"body_bytes\":{},", body.len())?;
-    out.extend_from_slice(&body);
-    Ok(out)
+    with_header(&state.header(), &body)
 }
 
-/// Replace the state file atomically: temp file in the same directory, fsync,
-/// rename over the old one, fsync the directory. A crash at any instant leaves
-/// either the old or the new document.
+/// Serialise the manifest of the sharded layout: header line, the
+/// state-wide parts, the layout, then one line per shard.
+pub fn encode_manifest(
+    state: &State,
+    layout: &Layout,
+    shards: &[Option<Saved>],
+) -> Result<Vec<u8>> {
+    let mut body = Vec::with_capacity(256 + shards.len() * 160);
+    encode_common(state, &mut body)?;
+    body.extend_from_slice(b",\n\"layout\":");
+    serde_json::to_writer(&mut body, layout)?;
+    body.extend_from_slice(b",\n\"shards\":[");
+    for (i, s) in shards.iter().enumerate() {
+        body.extend_from_slice(if i == 0 { b"\n" } else { b",\n" });
+        crate::redact::to_writer(&mut body, s)?;
+    }
+    body.extend_from_slice(b"\n]}\n");
+    let mut header = state.header();
+    // Whatever schema it was read at, it is written at this one.
+    header.schema = SCHEMA;
+    with_header(&header, &body)
+}
+
+/// Save in the sharded layout (see `shards`): the changed shards, then the
+/// manifest, atomically; a crash at any instant leaves either the old or the
+/// new state whole. Returns the bytes written.
 pub fn save(path: &Path, state: &State) -> Result<u64> {
-    let bytes = encode(state)?;
-    write_atomically(path, &bytes)?;
+    refuse_link(path)?;
+    let w = shards::save(path, state)?;
     remove_stale_temps(path);
-    Ok(bytes.len() as u64)
+    Ok(w.shard_bytes + w.manifest_bytes)
 }
 
 /// Temp files of ticks killed mid-save. Only the lock holder saves, so once
-/// a save succeeded every other `<state>.tmp-*` is an orphan.
+/// a save succeeded every other temp file of the state or its sidecars is
+/// an orphan.
 fn remove_stale_temps(path: &Path) {
     let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
         return;
@@ -288,12 +357,14 @@ fn remove_stale_temps(path: &Path) {
     } else {
         dir
     };
-    let prefix = format!("{}.tmp-", name.to_string_lossy());
+    // `<state>.tmp-*`, and the temps of its sidecars (`<state>.decisions.tmp-*`, ...).
+    let prefix = format!("{}.", name.to_string_lossy());
     let Ok(entries) = fs::read_dir(dir) else {
         return;
     };
     for entry in entries.flatten() {
-        if entry.file_name().to_string_lossy().starts_with(&prefix) {
+        let entry_name = entry.file_name().to_string_lossy().into_owned();
+        if entry_name.starts_with(&prefix) && entry_name.contains(".tmp-") {
             let _ = fs::remove_file(entry.path());
         }
     }

@@ -1,8 +1,6 @@
 //! Facts about one file: its lifecycle status, its content facts and its fingerprint.
 //! Shared by the tick and by `explain`.
 
-use std::collections::BTreeMap;
-
 use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};
 
@@ -11,6 +9,7 @@ use crate::gate::lifecycle::{self, Status};
 use crate::gate::novelty::{self, Parts};
 use crate::gate::policy::{self, hex};
 use crate::source::{Source, SourceError};
+use crate::state::files::Files;
 use crate::state::{ContentFacts, FileRecord, Outcome, State};
 
 /// Files larger than this are fingerprinted by content id instead of read.
@@ -96,7 +95,7 @@ fn by_id(blob: &str, size: u64) -> ContentFacts {
 /// The current fingerprint of `path` given the facts of its current bytes and
 /// the remembered tree (for the content ids of its dependencies).
 pub fn fingerprint_of(
-    files: &BTreeMap<String, FileRecord>,
+    files: &Files,
     path: &str,
     facts: &ContentFacts,
     evidence: &str,
@@ -176,7 +175,7 @@ pub fn current_fingerprint(
             return current;
         }
     };
-    let mut files: BTreeMap<String, FileRecord> = BTreeMap::new();
+    let mut files = Files::default();
     for e in entries {
         let mut r = state.files.get(&e.path).cloned().unwrap_or_default();
         if r.blob != e.blob {

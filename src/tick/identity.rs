@@ -59,14 +59,12 @@ pub(super) fn upgrade(state: &mut State, cfg: &TickConfig) -> Option<String> {
 pub(super) fn summarise(state: &mut State) {
     let mut decided_by: BTreeMap<String, u64> = BTreeMap::new();
     let mut awaiting = 0;
-    for d in state.files.values().filter_map(|r| r.decision.as_ref()) {
-        match (d.outcome, &d.by) {
-            (Outcome::LlmSkip | Outcome::Evolve, Some(by)) => {
-                *decided_by.entry(by.clone()).or_default() += 1;
-            }
-            (Outcome::NeedsReview, _) => awaiting += 1,
-            _ => {}
+    // Per bucket: those this wake did not read answer from their summary.
+    for s in state.files.summaries() {
+        for (by, n) in s.decided_by {
+            *decided_by.entry(by).or_default() += n;
         }
+        awaiting += s.awaiting;
     }
     state.decided_by = decided_by;
     state.awaiting_advisor = awaiting;

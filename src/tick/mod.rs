@@ -108,6 +108,11 @@ pub fn run(cfg: &TickConfig, fx: &mut Effects) -> Result<TickReport> {
         let (storage, source) = (&mut *fx.storage, &*fx.source);
         return outage::unlearned(cfg, &look, storage, source, (&state, &journal), notes);
     }
+    // A shard that could not be read would make its files look new: stop
+    // before anything is judged (or paid for).
+    if let Some(e) = state.files.error() {
+        anyhow::bail!("{e} (nothing was saved)");
+    }
     let queue = work.queue(&mut state, wanted);
     let files = work.judge(&mut state, &queue)?;
     let done = work.finish(&mut state, spent, &files);

@@ -1,7 +1,7 @@
 //! plan: bring the remembered tree up to the head and choose the files the
 //! wake is about, then queue them with what earlier wakes left over.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::Result;
 use chrono::{DateTime, Utc};
@@ -11,6 +11,7 @@ use crate::gate::observation;
 use crate::gate::retry;
 use crate::gate::wake::{Detail, Reason, Verdict};
 use crate::source::{Change, Listing};
+use crate::state::files;
 use crate::state::{FileRecord, Outcome, Proposal, State};
 
 impl Work<'_> {
@@ -99,9 +100,13 @@ impl Work<'_> {
         if !askable {
             return Vec::new();
         }
+        // Only the buckets holding a due retry or a hand-over are read.
         state
             .files
-            .iter()
+            .load_where(|s| s.awaiting > 0 || s.retry.is_some_and(|t| t <= now));
+        state
+            .files
+            .loaded()
             .filter(|(_, r)| {
                 r.retry.as_ref().is_some_and(|w| w.due(now))
                     || r.decision
@@ -321,7 +326,9 @@ fn apply_changes(state: &mut State, changes: Vec<Change>, now: DateTime<Utc>) ->
             }
         }
     }
-    state.backlog.retain(|p| state.files.contains_key(p));
+    // The backlog holds only remembered files: only a deletion removes one.
+    let deleted: BTreeSet<&String> = changed.deleted.iter().collect();
+    state.backlog.retain(|p| !deleted.contains(p));
     changed
 }
 
@@ -343,34 +350,24 @@ fn with_dependents(state: &State, changed: Changed) -> Vec<String> {
         .chain(&changed.deleted)
         .map(String::as_str)
         .collect();
-    let mut reverse: HashMap<&str, Vec<&str>> = HashMap::new();
-    for (path, r) in &state.files {
-        for d in &r.deps {
-            reverse.entry(d.as_str()).or_default().push(path.as_str());
-        }
-    }
-    let mut dependents: BTreeSet<&str> = touched
+    // The reverse-import index answers without reading every record.
+    let mut dependents: BTreeSet<String> = touched
         .iter()
-        .filter_map(|t| reverse.get(t))
-        .flatten()
-        .copied()
+        .flat_map(|t| state.files.importers_of(t))
         .collect();
     if !changed.added.is_empty() || !changed.deleted.is_empty() {
+        state.files.load_where(|s| s.unknown_deps > 0);
         dependents.extend(
             state
                 .files
-                .iter()
-                .filter(|(_, r)| {
-                    r.fingerprint
-                        .as_deref()
-                        .is_some_and(|fp| fp.ends_with("|deps:unknown"))
-                })
-                .map(|(p, _)| p.as_str()),
+                .loaded()
+                .filter(|(_, r)| files::deps_unknown(r))
+                .map(|(p, _)| p.clone()),
         );
     }
     for d in dependents {
-        if seen.insert(d.to_string()) {
-            out.push(d.to_string());
+        if seen.insert(d.clone()) {
+            out.push(d);
         }
     }
     out

@@ -7,19 +7,17 @@ use anyhow::Result;
 
 use super::config::TickConfig;
 use super::early::Look;
-use super::facts::review_due;
 use super::report::{FileReport, TickReport};
 use crate::gate::autonomy::{Trigger, TriggerKind};
 use crate::gate::novelty;
 use crate::gate::observation;
 use crate::gate::outage;
-use crate::gate::retry;
 use crate::gate::wake::{self, Reason};
 use crate::llm::protocol;
 use crate::publish::{Publisher, WriteLog};
 use crate::report::dashboard;
 use crate::state::storage::Storage;
-use crate::state::{NextReview, Outcome, State, journal};
+use crate::state::{Outcome, State, journal};
 
 /// Most state-derived triggers kept in the header.
 const MAX_TRIGGERS: usize = 50;
@@ -32,8 +30,11 @@ pub(super) fn tally(
     files: &[FileReport],
     notes: &mut Vec<String>,
 ) -> BTreeMap<&'static str, u64> {
-    for gone in novelty::evict(state.files.iter(), state.files.len(), cfg.max_files) {
-        state.files.remove(&gone);
+    // Only a tree over the limit is read whole to find the oldest records.
+    if cfg.max_files > 0 && state.files.len() > cfg.max_files {
+        for gone in novelty::evict(state.files.iter(), state.files.len(), cfg.max_files) {
+            state.files.remove(&gone);
+        }
     }
     if state.files.len() >= cfg.max_files && cfg.max_files > 0 {
         notes.push(format!(
@@ -85,18 +86,16 @@ pub(super) fn summarise(
         .as_ref()
         .filter(|c| protocol::is_open(c, cfg.now))
         .map(|c| c.until);
+    // The per-bucket summaries answer for the buckets this wake did not read.
+    state.files.set_locks(&cfg.locks);
     super::identity::summarise(state);
-    state.next_retry = retry::next_due(state.files.values().filter_map(|r| r.retry.as_ref()));
+    state.next_retry = state.files.summaries().filter_map(|s| s.retry).min();
     state.autonomy_triggers = derived_triggers(state, cfg);
     state.next_review = state
         .files
-        .iter()
-        .filter_map(|(p, r)| review_due(r, p, &cfg.locks).map(|at| (at, p)))
-        .min()
-        .map(|(at, p)| NextReview {
-            at,
-            path: p.clone(),
-        });
+        .summaries()
+        .filter_map(|s| s.review)
+        .min_by(|a, b| (a.at, &a.path).cmp(&(b.at, &b.path)));
     wake::remember(
         &mut state.wake,
         &look.verdict,
@@ -127,8 +126,19 @@ pub(super) fn summarise(
 /// imports that do not resolve. Their identity is the condition, not the
 /// time, so a persistent condition is one question, answered once.
 fn derived_triggers(state: &State, cfg: &TickConfig) -> Vec<Trigger> {
+    // Read every record that can give a trigger: those the summaries count,
+    // and those with a resolved watch or an open proposal.
+    state.files.load_where(|s| s.triggers > 0);
+    for path in state
+        .llm
+        .proposals
+        .keys()
+        .chain(state.observations.resolved.iter().map(|r| &r.path))
+    {
+        state.files.contains_key(path);
+    }
     let mut out = Vec::new();
-    for (path, r) in &state.files {
+    for (path, r) in state.files.loaded() {
         if cfg.locked(path) {
             continue;
         }
@@ -212,9 +222,10 @@ pub(super) fn write(
         report.notes.push(format!("{e:#}"));
     }
     if let Some(path) = &cfg.codequality {
+        state.files.load_where(|s| s.stuck > 0);
         let stuck: Vec<String> = state
             .files
-            .iter()
+            .loaded()
             .filter(|(_, r)| r.stuck)
             .map(|(p, _)| p.clone())
             .collect();

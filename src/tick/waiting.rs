@@ -11,7 +11,9 @@ use crate::state::{Outcome, State};
 
 /// Give every waiting file of a state written before not-before times a
 /// wait, as if it had waited since its decision: it is then retried like any
-/// other instead of only when another wake takes it along.
+/// other instead of only when another wake takes it along. Only the loaded
+/// records: a state of the sharded layout was adopted whole when it was
+/// migrated, and every record written since has its wait.
 pub(super) fn adopt(state: &mut State, now: DateTime<Utc>) {
     let circuit = state
         .llm
@@ -19,7 +21,7 @@ pub(super) fn adopt(state: &mut State, now: DateTime<Utc>) {
         .as_ref()
         .filter(|c| protocol::is_open(c, now))
         .map(|c| (c.class, c.until));
-    for r in state.files.values_mut().filter(|r| r.retry.is_none()) {
+    for (_, r) in state.files.loaded_mut().filter(|(_, r)| r.retry.is_none()) {
         let (Some(d), Some(fp)) = (&r.decision, &r.fingerprint) else {
             continue;
         };

@@ -261,3 +261,88 @@ fn a_planted_decisions_link_is_never_written_through_and_no_call_is_made() {
     );
     untouched(&victim, &decisions);
 }
+
+/// `<state>.d`, where the records' shards live.
+fn shard_dir(sb: &Sandbox) -> PathBuf {
+    sidecar(&sb.state, ".d")
+}
+
+/// What a directory holds: names and bytes.
+fn listing(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<(String, Vec<u8>)> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_planted_shard_directory_link_is_never_written_through() {
+    let sb = Sandbox::with_files(&FIVE);
+    expect_code(&sb.tick(&at(0), &[]), 10);
+    // The shard directory moved elsewhere, a link left in its place.
+    let victim = sb.root().join("victim-dir");
+    fs::rename(shard_dir(&sb), &victim).unwrap();
+    symlink(&victim, shard_dir(&sb)).unwrap();
+    let before = listing(&victim);
+    let state = fs::read(&sb.state).unwrap();
+    edit(&sb);
+    refused(&sb.tick(&at(2), &[]), &shard_dir(&sb));
+    assert_eq!(listing(&victim), before, "written through");
+    assert_eq!(fs::read(&sb.state).unwrap(), state);
+
+    // A first run finds the link too, and writes nothing through it.
+    fs::remove_file(&sb.state).unwrap();
+    refused(&sb.tick(&at(4), &[]), &shard_dir(&sb));
+    assert_eq!(listing(&victim), before, "written through on a first run");
+    assert!(!sb.state.exists());
+}
+
+#[test]
+fn a_planted_shard_link_is_never_read_or_written_through() {
+    let sb = Sandbox::with_files(&FIVE);
+    expect_code(&sb.tick(&at(0), &[]), 10);
+    let shard = crate::util::layout::shard_paths(&sb.state).pop().unwrap();
+    // The same bytes, elsewhere, and a link to them at the shard's name.
+    let victim = sb.root().join("victim");
+    fs::rename(&shard, &victim).unwrap();
+    symlink(&victim, &shard).unwrap();
+    let mine = fs::read(&victim).unwrap();
+    let state = fs::read(&sb.state).unwrap();
+    edit(&sb);
+    let out = sb.tick(&at(2), &[]);
+    expect_code(&out, 1);
+    assert!(
+        out.stderr.contains(&format!("`{}`", shard.display())),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("symbolic link"), "{}", out.stderr);
+    assert_eq!(fs::read(&victim).unwrap(), mine, "written through");
+    assert!(
+        fs::symlink_metadata(&shard)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(fs::read(&sb.state).unwrap(), state);
+}
+
+#[test]
+fn a_new_shard_takes_the_state_mode() {
+    let sb = Sandbox::with_files(&FIVE);
+    expect_code(&sb.tick(&at(0), &[]), 10);
+    fs::set_permissions(&sb.state, fs::Permissions::from_mode(0o600)).unwrap();
+    edit(&sb);
+    expect_code(&sb.tick(&at(2), &[]), 12);
+    for shard in crate::util::layout::shard_paths(&sb.state) {
+        assert_eq!(mode(&shard), 0o600, "{}", shard.display());
+    }
+}

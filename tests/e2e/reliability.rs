@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::util::gitlab::{Api, Endpoint, FakeGitLab, PROJECT, Reply, TOKEN};
+use crate::util::layout;
 use crate::util::openai::{self, FakeOpenAi};
 use crate::util::{Output, Sandbox, WATCHED, at, files, plain_js, snapshot};
 use crate::{FIVE, expect_code};
@@ -572,7 +573,7 @@ fn temp_files_left_by_killed_ticks_are_removed_by_the_next_save() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     left.sort();
-    assert_eq!(left, ["state.json", "state.json.lock"]);
+    assert_eq!(left, ["state.json", "state.json.d", "state.json.lock"]);
 }
 
 // ---------------------------------------------------------------------------
@@ -660,10 +661,12 @@ fn a_wrong_type_in_the_header_exits_1_naming_the_field_type_and_is_left_untouche
 fn a_wrong_type_in_a_file_record_exits_1_on_the_next_wake_and_is_left_untouched() {
     bad_state(
         |p, good| {
-            let text = String::from_utf8(good.to_vec()).unwrap();
+            // A state of schema 1 holds its records itself.
+            fs::write(p, good).unwrap();
+            let text = layout::state_doc(p).to_string();
             let bad = text.replacen("\"evaluations\":1,", "\"evaluations\":[],", 1);
             assert_ne!(bad, text);
-            fs::write(p, bad).unwrap();
+            layout::write_single(p, &serde_json::from_str(&bad).unwrap());
         },
         "is not a valid state document: invalid type: sequence, expected u64",
         RESTORE,
@@ -675,9 +678,9 @@ fn a_newer_schema_exits_1_asking_for_an_upgrade_and_is_left_untouched() {
     bad_state(
         |p, good| {
             let text = String::from_utf8(good.to_vec()).unwrap();
-            fs::write(p, text.replacen("{\"schema\":1,", "{\"schema\":2,", 1)).unwrap();
+            fs::write(p, text.replacen("{\"schema\":2,", "{\"schema\":3,", 1)).unwrap();
         },
-        "has schema 2, newer than the 1 this sentinel understands",
+        "has schema 3, newer than the 2 this sentinel understands",
         "upgrade sentinel",
     );
 }
@@ -686,7 +689,7 @@ fn a_newer_schema_exits_1_asking_for_an_upgrade_and_is_left_untouched() {
 fn a_newer_schema_whose_fields_changed_shape_still_says_upgrade_not_corrupt() {
     bad_state(
         |p, _| fs::write(p, br#"{"schema":7,"wake":"a new shape","files":[1,2]}"#).unwrap(),
-        "has schema 7, newer than the 1 this sentinel understands",
+        "has schema 7, newer than the 2 this sentinel understands",
         "upgrade sentinel",
     );
 }
@@ -717,8 +720,8 @@ fn an_unknown_top_level_field_is_ignored_on_load_and_not_written_back() {
     // One in the header line (read by every tick), one among the body's keys.
     let with_unknown = good
         .replacen(
-            "{\"schema\":1,",
-            "{\"schema\":1,\"from_the_future\":{\"x\":[1,2]},",
+            "{\"schema\":2,",
+            "{\"schema\":2,\"from_the_future\":{\"x\":[1,2]},",
             1,
         )
         .replacen(

@@ -86,10 +86,9 @@ pub fn outcome(report: &Value, path: &str) -> String {
         .to_string()
 }
 
-/// The state document as JSON.
+/// The state as one JSON document (the manifest with its shards' records).
 pub fn state(sb: &Sandbox) -> Value {
-    let text = std::fs::read_to_string(&sb.state).expect("the state file");
-    serde_json::from_str(&text).expect("the state is JSON")
+    crate::util::layout::state_doc(&sb.state)
 }
 
 /// `sentinel reset ARGS... --state S --now T`.

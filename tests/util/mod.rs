@@ -8,6 +8,7 @@
 pub mod admin;
 pub mod gitlab;
 pub mod http;
+pub mod layout;
 pub mod openai;
 
 use std::cell::Cell;

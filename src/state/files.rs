@@ -1,0 +1,486 @@
+//! The remembered tree: the per-file records, grouped in buckets by a hash of
+//! the path so that a wake loads and saves only the buckets it touches.
+//!
+//! A state read from the sharded layout (`shards`) starts with no bucket
+//! loaded; a lookup loads the one bucket that can hold the path. Walking the
+//! whole tree loads every bucket, so the tick walks it only on the rare paths
+//! that need it and otherwise asks the per-bucket summaries the manifest
+//! keeps (`Summary`). A state built in memory or read from the single-file
+//! layout of schema 1 has every bucket loaded.
+
+use std::cell::OnceCell;
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::schema::{FileRecord, NextReview, Outcome};
+
+/// The bucket of `path` among `buckets` (a power of two): the low bits of
+/// its 64-bit FNV-1a hash. Fixed forever: a saved state depends on it.
+pub fn bucket_of(path: &str, buckets: usize) -> usize {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in path.as_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    (h as usize) & (buckets.max(1) - 1)
+}
+
+/// What the tick needs to know of a bucket without loading it. Exact for the
+/// records it was computed from (and for the locks of `Files::locks`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Summary {
+    /// Records in the bucket.
+    pub n: usize,
+    /// The earliest not-before time of a retry that has not given up.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "super::ts::option"
+    )]
+    pub retry: Option<DateTime<Utc>>,
+    /// Decisions handed over as needs_review.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub awaiting: u64,
+    /// The model's remembered decisions per advisor.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub decided_by: BTreeMap<String, u64>,
+    /// The earliest scheduled review (outside the locks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<NextReview>,
+    /// Records marked stuck.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub stuck: u64,
+    /// Records whose fingerprint says their imports did not all resolve.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unknown_deps: u64,
+    /// Records (outside the locks) with a rollback streak or unresolved imports.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub triggers: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// Whether a fingerprint says the file's imports did not all resolve.
+pub fn deps_unknown(r: &FileRecord) -> bool {
+    r.fingerprint
+        .as_deref()
+        .is_some_and(|fp| fp.ends_with("|deps:unknown"))
+}
+
+impl Summary {
+    /// The summary of `records` under `locks`.
+    pub fn of<'a>(
+        records: impl Iterator<Item = (&'a String, &'a FileRecord)>,
+        locks: &[String],
+    ) -> Summary {
+        let mut s = Summary::default();
+        for (path, r) in records {
+            s.n += 1;
+            if let Some(w) = r.retry.as_ref().filter(|w| !w.given_up()) {
+                s.retry = Some(s.retry.map_or(w.not_before, |t| t.min(w.not_before)));
+            }
+            if let Some(d) = &r.decision {
+                match (d.outcome, &d.by) {
+                    (Outcome::LlmSkip | Outcome::Evolve, Some(by)) => {
+                        *s.decided_by.entry(by.clone()).or_default() += 1;
+                    }
+                    (Outcome::NeedsReview, _) => s.awaiting += 1,
+                    _ => {}
+                }
+            }
+            if let Some(at) = crate::tick::review_due(r, path, locks) {
+                let better = s
+                    .review
+                    .as_ref()
+                    .is_none_or(|n| (at, path.as_str()) < (n.at, n.path.as_str()));
+                if better {
+                    s.review = Some(NextReview {
+                        at,
+                        path: path.clone(),
+                    });
+                }
+            }
+            s.stuck += u64::from(r.stuck);
+            let unknown = deps_unknown(r);
+            s.unknown_deps += u64::from(unknown);
+            let locked = locks
+                .iter()
+                .any(|l| crate::gate::lifecycle::matches(l, path));
+            s.triggers += u64::from(!locked && (unknown || r.rollback_streak > 0));
+        }
+        s
+    }
+}
+
+/// One bucket's records and its part of the reverse-import index.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Bucket {
+    pub files: BTreeMap<String, FileRecord>,
+    /// For each path that hashes to this bucket: the files that import it,
+    /// as of the last save.
+    pub importers: BTreeMap<String, Vec<String>>,
+    /// Each record's dependencies as loaded, to update the index on save.
+    pub deps_at_load: BTreeMap<String, Vec<String>>,
+}
+
+/// A bucket as the manifest names it: its shard file and its summary.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Saved {
+    /// sha256 of the shard file's bytes, which is also its name.
+    pub id: String,
+    #[serde(flatten)]
+    pub summary: Summary,
+}
+
+/// Reads a bucket's shard; set for a state read from the sharded layout.
+pub type Loader = std::rc::Rc<dyn Fn(&Saved, usize, usize) -> anyhow::Result<Bucket>>;
+
+#[derive(Clone, Default)]
+pub struct Slot {
+    pub saved: Option<Saved>,
+    pub cell: OnceCell<Bucket>,
+}
+
+/// The records of the watched tree, by path.
+#[derive(Clone)]
+pub struct Files {
+    pub(super) slots: Vec<Slot>,
+    pub(super) len: usize,
+    pub(super) loader: Option<Loader>,
+    /// The first shard that could not be read: the save refuses to go on.
+    pub(super) error: OnceCell<String>,
+    /// The locks the summaries were computed under.
+    pub(super) locks: Vec<String>,
+    /// The index of the loaded buckets does not reflect the records (a
+    /// state built in memory or read from one file): rebuilt on save.
+    pub(super) index_stale: bool,
+}
+
+impl Default for Files {
+    fn default() -> Files {
+        Files::from(BTreeMap::new())
+    }
+}
+
+impl From<BTreeMap<String, FileRecord>> for Files {
+    fn from(files: BTreeMap<String, FileRecord>) -> Files {
+        let len = files.len();
+        let cell = OnceCell::new();
+        let _ = cell.set(Bucket {
+            files,
+            ..Bucket::default()
+        });
+        Files {
+            slots: vec![Slot { saved: None, cell }],
+            len,
+            loader: None,
+            error: OnceCell::new(),
+            locks: Vec::new(),
+            index_stale: true,
+        }
+    }
+}
+
+impl std::fmt::Debug for Files {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
+impl PartialEq for Files {
+    fn eq(&self, other: &Files) -> bool {
+        self.len == other.len && self.iter().eq(other.iter())
+    }
+}
+
+impl Files {
+    /// Buckets, as saved.
+    pub fn buckets(&self) -> usize {
+        self.slots.len()
+    }
+
+    fn slot_of(&self, path: &str) -> usize {
+        bucket_of(path, self.slots.len())
+    }
+
+    /// The bucket at `i`, loaded if it was not.
+    pub(super) fn bucket(&self, i: usize) -> &Bucket {
+        self.slots[i].cell.get_or_init(|| self.read(i))
+    }
+
+    fn bucket_mut(&mut self, i: usize) -> &mut Bucket {
+        self.bucket(i);
+        self.slots[i].cell.get_mut().expect("loaded above")
+    }
+
+    fn read(&self, i: usize) -> Bucket {
+        let (Some(saved), Some(loader)) = (&self.slots[i].saved, &self.loader) else {
+            return Bucket::default();
+        };
+        match loader(saved, i, self.slots.len()) {
+            Ok(mut b) => {
+                b.deps_at_load = b
+                    .files
+                    .iter()
+                    .filter(|(_, r)| !r.deps.is_empty())
+                    .map(|(p, r)| (p.clone(), r.deps.clone()))
+                    .collect();
+                b
+            }
+            Err(e) => {
+                let _ = self.error.set(format!("{e:#}"));
+                Bucket::default()
+            }
+        }
+    }
+
+    /// The first shard that could not be read, if any.
+    pub fn error(&self) -> Option<&str> {
+        self.error.get().map(String::as_str)
+    }
+
+    pub fn is_loaded(&self, i: usize) -> bool {
+        self.slots[i].cell.get().is_some()
+    }
+
+    pub fn get(&self, path: &str) -> Option<&FileRecord> {
+        self.bucket(self.slot_of(path)).files.get(path)
+    }
+
+    pub fn get_mut(&mut self, path: &str) -> Option<&mut FileRecord> {
+        let i = self.slot_of(path);
+        self.bucket_mut(i).files.get_mut(path)
+    }
+
+    pub fn contains_key(&self, path: &str) -> bool {
+        self.get(path).is_some()
+    }
+
+    pub fn insert(&mut self, path: String, record: FileRecord) -> Option<FileRecord> {
+        let i = self.slot_of(&path);
+        let old = self.bucket_mut(i).files.insert(path, record);
+        if old.is_none() {
+            self.len += 1;
+        }
+        old
+    }
+
+    pub fn remove(&mut self, path: &str) -> Option<FileRecord> {
+        let i = self.slot_of(path);
+        let old = self.bucket_mut(i).files.remove(path);
+        if old.is_some() {
+            self.len -= 1;
+        }
+        old
+    }
+
+    /// Records in the tree, loaded or not.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Load every bucket.
+    pub fn load_all(&self) {
+        for i in 0..self.slots.len() {
+            self.bucket(i);
+        }
+    }
+
+    /// Load the buckets whose saved summary says `wanted`: afterwards every
+    /// record such a summary counts is loaded.
+    pub fn load_where(&self, wanted: impl Fn(&Summary) -> bool) {
+        for (i, slot) in self.slots.iter().enumerate() {
+            if slot.cell.get().is_none() && slot.saved.as_ref().is_some_and(|s| wanted(&s.summary))
+            {
+                self.bucket(i);
+            }
+        }
+    }
+
+    /// The loaded records, in path order.
+    pub fn loaded(&self) -> std::vec::IntoIter<(&String, &FileRecord)> {
+        let mut all: Vec<(&String, &FileRecord)> = self
+            .slots
+            .iter()
+            .filter_map(|s| s.cell.get())
+            .flat_map(|b| b.files.iter())
+            .collect();
+        if self.slots.len() > 1 {
+            all.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        }
+        all.into_iter()
+    }
+
+    /// Every record in path order (loads every bucket).
+    pub fn iter(&self) -> std::vec::IntoIter<(&String, &FileRecord)> {
+        self.load_all();
+        self.loaded()
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = &String> {
+        self.iter().map(|(p, _)| p)
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &FileRecord> {
+        self.iter().map(|(_, r)| r)
+    }
+
+    /// Every record in path order, to change (loads every bucket).
+    pub fn iter_mut(&mut self) -> std::vec::IntoIter<(&String, &mut FileRecord)> {
+        self.load_all();
+        self.loaded_mut()
+    }
+
+    /// The loaded records in path order, to change.
+    pub fn loaded_mut(&mut self) -> std::vec::IntoIter<(&String, &mut FileRecord)> {
+        let many = self.slots.len() > 1;
+        let mut all: Vec<(&String, &mut FileRecord)> = self
+            .slots
+            .iter_mut()
+            .filter_map(|s| s.cell.get_mut())
+            .flat_map(|b| b.files.iter_mut())
+            .collect();
+        if many {
+            all.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        }
+        all.into_iter()
+    }
+
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut FileRecord> {
+        self.iter_mut().map(|(_, r)| r)
+    }
+
+    /// The summary of bucket `i`: computed from its records when loaded,
+    /// as saved otherwise.
+    pub fn summary(&self, i: usize) -> Option<Summary> {
+        match self.slots[i].cell.get() {
+            Some(b) => Some(Summary::of(b.files.iter(), &self.locks)),
+            None => self.slots[i].saved.as_ref().map(|s| s.summary.clone()),
+        }
+    }
+
+    /// Every bucket's summary.
+    pub fn summaries(&self) -> impl Iterator<Item = Summary> + '_ {
+        (0..self.slots.len()).filter_map(|i| self.summary(i))
+    }
+
+    /// Compute the summaries under these locks from now on; when they differ
+    /// from the saved ones, every bucket is loaded so no summary is stale.
+    pub fn set_locks(&mut self, locks: &[String]) {
+        if self.locks != locks {
+            self.load_all();
+            self.locks = locks.to_vec();
+        }
+    }
+
+    /// The files that import `dep` (its dependents), in path order: the
+    /// index as saved, corrected by the loaded records.
+    pub fn importers_of(&self, dep: &str) -> BTreeSet<String> {
+        let mut out = BTreeSet::new();
+        if !self.index_stale {
+            for p in self
+                .bucket(self.slot_of(dep))
+                .importers
+                .get(dep)
+                .into_iter()
+                .flatten()
+            {
+                // A loaded record answers for itself below; one in a bucket
+                // not read is as the index saw it.
+                if !self.is_loaded(self.slot_of(p)) {
+                    out.insert(p.clone());
+                }
+            }
+        } else {
+            self.load_all();
+        }
+        for (p, r) in self.loaded() {
+            if r.deps.iter().any(|d| d == dep) {
+                out.insert(p.clone());
+            }
+        }
+        out
+    }
+}
+
+impl<'a> IntoIterator for &'a Files {
+    type Item = (&'a String, &'a FileRecord);
+    type IntoIter = std::vec::IntoIter<(&'a String, &'a FileRecord)>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl<'a> IntoIterator for &'a mut Files {
+    type Item = (&'a String, &'a mut FileRecord);
+    type IntoIter = std::vec::IntoIter<(&'a String, &'a mut FileRecord)>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter_mut()
+    }
+}
+
+impl std::ops::Index<&str> for Files {
+    type Output = FileRecord;
+    fn index(&self, path: &str) -> &FileRecord {
+        self.get(path)
+            .unwrap_or_else(|| panic!("no record for `{path}`"))
+    }
+}
+
+impl std::ops::Index<&String> for Files {
+    type Output = FileRecord;
+    fn index(&self, path: &String) -> &FileRecord {
+        &self[path.as_str()]
+    }
+}
+
+impl Serialize for Files {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.iter())
+    }
+}
+
+impl<'de> Deserialize<'de> for Files {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Files, D::Error> {
+        BTreeMap::<String, FileRecord>::deserialize(d).map(Files::from)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bucket_of_a_path_never_changes() {
+        // A saved state depends on these: changing the hash loses every record.
+        assert_eq!(bucket_of("src/a.js", 1), 0);
+        let b = bucket_of("src/a.js", 512);
+        assert_eq!(b, bucket_of("src/a.js", 512));
+        assert_eq!(bucket_of("src/a.js", 1024) & 511, b);
+    }
+
+    #[test]
+    fn a_files_map_iterates_in_path_order_whatever_its_buckets() {
+        let mut f = Files::from(BTreeMap::new());
+        f.slots = vec![Slot::default(); 8];
+        for i in 0..8 {
+            let _ = f.slots[i].cell.set(Bucket::default());
+        }
+        for p in ["b", "a", "d", "c", "e"] {
+            f.insert(p.to_string(), FileRecord::default());
+        }
+        assert_eq!(f.len(), 5);
+        let keys: Vec<&String> = f.keys().collect();
+        assert_eq!(keys, ["a", "b", "c", "d", "e"]);
+        assert!(f.remove("c").is_some());
+        assert_eq!(f.len(), 4);
+    }
+}

@@ -1,0 +1,612 @@
+//! The sharded layout (schema 2): the state file is a small manifest, and
+//! the per-file records live in content-addressed shard files in
+//! `<state>.d/`, one per bucket of paths (`files::bucket_of`).
+//!
+//! A save writes only the shards whose bytes changed, each under a new
+//! `O_EXCL` temporary name, fsynced and renamed to `<sha256>.json`; then it
+//! fsyncs the directory and replaces the manifest atomically. Only once the
+//! new manifest is durable are the shards it no longer names removed. A
+//! crash at any instant leaves the old manifest with every shard it names.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::io::{ErrorKind, Read};
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use anyhow::{Context, Result, anyhow, bail};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::files::{Bucket, Files, Saved, Slot, Summary, bucket_of};
+use super::safe_fs;
+use super::schema::{FileRecord, State};
+use super::store::sidecar;
+
+/// Records per shard a save aims at; the bucket count doubles once the
+/// average passes twice this.
+pub const TARGET_PER_SHARD: usize = 256;
+
+/// `<state>.d`: where the shards live.
+pub fn dir_of(state: &Path) -> PathBuf {
+    sidecar(state, ".d")
+}
+
+/// The manifest's description of the shards, after the header and the
+/// state-wide parts.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Layout {
+    /// Buckets, a power of two; `shards` has one entry per bucket.
+    pub buckets: usize,
+    /// Records in all shards.
+    pub records: usize,
+    /// The locks the summaries were computed under.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub locks: Vec<String>,
+}
+
+/// What the manifest adds to the state-wide parts; a document of schema 1
+/// has no `layout`.
+#[derive(Deserialize)]
+pub struct Tail {
+    #[serde(default)]
+    pub layout: Option<Layout>,
+    #[serde(default)]
+    pub shards: Vec<Option<Saved>>,
+}
+
+/// One shard file.
+#[derive(Serialize, Deserialize)]
+struct ShardFile {
+    bucket: usize,
+    of: usize,
+    files: BTreeMap<String, FileRecord>,
+    #[serde(default)]
+    importers: BTreeMap<String, Vec<String>>,
+}
+
+/// The buckets for `records` records.
+pub fn buckets_for(records: usize) -> usize {
+    records
+        .div_ceil(TARGET_PER_SHARD)
+        .max(1)
+        .next_power_of_two()
+}
+
+/// Attach the manifest's shards to a state read from it: nothing is read yet.
+pub fn attach(
+    state: &mut State,
+    path: &Path,
+    layout: Layout,
+    shards: Vec<Option<Saved>>,
+) -> Result<()> {
+    let dir = dir_of(path);
+    if shards.len() != layout.buckets || !layout.buckets.is_power_of_two() {
+        bail!(
+            "state file `{}` names {} shards for {} buckets; the file was left untouched: restore it from a backup, or move it and `{}` away to start over",
+            path.display(),
+            shards.len(),
+            layout.buckets,
+            dir.display()
+        );
+    }
+    if safe_fs::is_link(&dir) {
+        bail!(
+            "`{}` is a symbolic link, and sentinel never reads or writes through one; move it away and restore the shard directory",
+            dir.display()
+        );
+    }
+    for saved in shards.iter().flatten() {
+        let shard = dir.join(format!("{}.json", saved.id));
+        if fs::symlink_metadata(&shard).is_err() {
+            bail!(
+                "shard `{}` named by state file `{}` is missing; the files were left untouched: restore the directory from a backup, or move the state and `{}` away to start over",
+                shard.display(),
+                path.display(),
+                dir.display()
+            );
+        }
+    }
+    let loader_dir = dir.clone();
+    let state_path = path.to_path_buf();
+    state.files = Files {
+        slots: shards
+            .into_iter()
+            .map(|saved| Slot {
+                saved,
+                cell: Default::default(),
+            })
+            .collect(),
+        len: layout.records,
+        loader: Some(Rc::new(move |saved, i, of| {
+            read_shard(&loader_dir, &state_path, saved, i, of)
+        })),
+        error: Default::default(),
+        locks: layout.locks,
+        index_stale: false,
+    };
+    Ok(())
+}
+
+/// Read and check one shard: its bytes must hash to its name.
+fn read_shard(dir: &Path, state: &Path, saved: &Saved, i: usize, of: usize) -> Result<Bucket> {
+    let path = dir.join(format!("{}.json", saved.id));
+    let damaged = |what: String| {
+        anyhow!(
+            "shard `{}` of state file `{}` {what}; restore the state and its shard directory from a backup, or move them away to start over",
+            path.display(),
+            state.display()
+        )
+    };
+    let mut bytes = Vec::new();
+    match safe_fs::open_read(&path) {
+        Ok(Some(mut f)) => f
+            .read_to_end(&mut bytes)
+            .map_err(|e| damaged(format!("cannot be read: {e}")))?,
+        Ok(None) => return Err(damaged("is missing".into())),
+        Err(e) => return Err(damaged(format!("cannot be read: {e}"))),
+    };
+    if hex(&Sha256::digest(&bytes)) != saved.id {
+        return Err(damaged(
+            "does not match its name (it was changed or torn)".into(),
+        ));
+    }
+    let file: ShardFile = serde_json::from_slice(&bytes)
+        .map_err(|e| damaged(format!("is not a valid shard: {e}")))?;
+    if file.bucket != i || file.of != of {
+        return Err(damaged(format!(
+            "holds bucket {} of {}, not {i} of {of}",
+            file.bucket, file.of
+        )));
+    }
+    Ok(Bucket {
+        files: file.files,
+        importers: file.importers,
+        deps_at_load: BTreeMap::new(),
+    })
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A bucket as it will be saved.
+struct Planned {
+    files: BTreeMap<String, FileRecord>,
+    importers: BTreeMap<String, Vec<String>>,
+}
+
+/// Every bucket rebuilt from all the records, under `buckets` buckets.
+fn rebuild(files: &Files, buckets: usize) -> Vec<Option<Planned>> {
+    let mut out: Vec<Planned> = (0..buckets)
+        .map(|_| Planned {
+            files: BTreeMap::new(),
+            importers: BTreeMap::new(),
+        })
+        .collect();
+    for (path, r) in files.iter() {
+        for d in &r.deps {
+            let list = out[bucket_of(d, buckets)]
+                .importers
+                .entry(d.clone())
+                .or_default();
+            if !list.contains(path) {
+                list.push(path.clone());
+            }
+        }
+        out[bucket_of(path, buckets)]
+            .files
+            .insert(path.clone(), r.clone());
+    }
+    for p in &mut out {
+        for list in p.importers.values_mut() {
+            list.sort();
+        }
+    }
+    out.into_iter().map(Some).collect()
+}
+
+/// Only the loaded buckets, and those whose part of the index changes with
+/// the dependencies of the loaded records; `None` for a bucket kept as saved.
+fn incremental(files: &Files) -> Vec<Option<Planned>> {
+    let n = files.buckets();
+    // (dependency, importer, added) for each change of a loaded record's deps.
+    let mut changes: Vec<(String, String, bool)> = Vec::new();
+    for i in (0..n).filter(|i| files.is_loaded(*i)) {
+        let b = files.bucket(i);
+        let paths: BTreeSet<&String> = b.files.keys().chain(b.deps_at_load.keys()).collect();
+        for p in paths {
+            let old: BTreeSet<&String> = b.deps_at_load.get(p).into_iter().flatten().collect();
+            let new: BTreeSet<&String> = b.files.get(p).into_iter().flat_map(|r| &r.deps).collect();
+            for d in old.difference(&new) {
+                changes.push(((*d).clone(), p.clone(), false));
+            }
+            for d in new.difference(&old) {
+                changes.push(((*d).clone(), p.clone(), true));
+            }
+        }
+    }
+    let mut touched: BTreeSet<usize> = (0..n).filter(|i| files.is_loaded(*i)).collect();
+    touched.extend(changes.iter().map(|(d, _, _)| bucket_of(d, n)));
+    let mut out: Vec<Option<Planned>> = (0..n).map(|_| None).collect();
+    for i in touched {
+        let b = files.bucket(i);
+        out[i] = Some(Planned {
+            files: b.files.clone(),
+            importers: b.importers.clone(),
+        });
+    }
+    for (d, p, added) in changes {
+        let planned = out[bucket_of(&d, n)].as_mut().expect("touched above");
+        let list = planned.importers.entry(d.clone()).or_default();
+        match (added, list.binary_search(&p)) {
+            (true, Err(at)) => list.insert(at, p),
+            (false, Ok(at)) => {
+                list.remove(at);
+            }
+            _ => {}
+        }
+        if list.is_empty() {
+            planned.importers.remove(&d);
+        }
+    }
+    out
+}
+
+/// A shard's bytes: one record, then one index entry, per line, every value
+/// redacted (reasons and error details come from peers).
+fn encode_shard(bucket: usize, of: usize, p: &Planned) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(64 + p.files.len() * 320);
+    out.extend_from_slice(format!("{{\"bucket\":{bucket},\"of\":{of},\"files\":{{").as_bytes());
+    for (i, (path, r)) in p.files.iter().enumerate() {
+        out.extend_from_slice(if i == 0 { b"\n" } else { b",\n" });
+        crate::redact::to_writer(&mut out, path)?;
+        out.push(b':');
+        crate::redact::to_writer(&mut out, r)?;
+    }
+    out.extend_from_slice(b"\n},\"importers\":{");
+    for (i, (dep, list)) in p.importers.iter().enumerate() {
+        out.extend_from_slice(if i == 0 { b"\n" } else { b",\n" });
+        crate::redact::to_writer(&mut out, dep)?;
+        out.push(b':');
+        crate::redact::to_writer(&mut out, list)?;
+    }
+    out.extend_from_slice(b"\n}}\n");
+    Ok(out)
+}
+
+/// What a save wrote, for the report and the tests.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Written {
+    pub shards: u64,
+    pub shard_bytes: u64,
+    pub manifest_bytes: u64,
+}
+
+/// Write the shards that changed, then the manifest; then remove what the
+/// new manifest no longer names. Returns what was written.
+pub fn save(path: &Path, state: &State) -> Result<Written> {
+    let staged = write_shards(path, state)?;
+    commit(path, state, staged)
+}
+
+/// The first half of a save: every shard the new manifest will name is on
+/// disk and durable, and nothing else was touched. A crash after this
+/// leaves the old manifest, which names only shards that are still there.
+pub struct Staged {
+    shards: Vec<Option<Saved>>,
+    layout: Layout,
+    written: Written,
+}
+
+pub fn write_shards(path: &Path, state: &State) -> Result<Staged> {
+    let files = &state.files;
+    if let Some(e) = files.error() {
+        bail!("{e} (the state was not saved; the previous state was kept)");
+    }
+    let dir = dir_of(path);
+    prepare_dir(&dir)?;
+    let reshard = files.loader.is_none()
+        || files.index_stale
+        || files.len() > 2 * TARGET_PER_SHARD * files.buckets();
+    let buckets = if reshard {
+        buckets_for(files.len())
+    } else {
+        files.buckets()
+    };
+    let planned = if reshard {
+        rebuild(files, buckets)
+    } else {
+        incremental(files)
+    };
+    if let Some(e) = files.error() {
+        bail!("{e} (the state was not saved; the previous state was kept)");
+    }
+    let mut written = Written::default();
+    let mut shards: Vec<Option<Saved>> = Vec::with_capacity(buckets);
+    for (i, plan) in planned.into_iter().enumerate() {
+        let Some(plan) = plan else {
+            shards.push(files.slots[i].saved.clone());
+            continue;
+        };
+        if plan.files.is_empty() && plan.importers.is_empty() {
+            shards.push(None);
+            continue;
+        }
+        let bytes = encode_shard(i, buckets, &plan)?;
+        let id = hex(&Sha256::digest(&bytes));
+        let summary = Summary::of(plan.files.iter(), &files.locks);
+        let unchanged = !reshard && files.slots[i].saved.as_ref().map(|s| &s.id) == Some(&id);
+        if !unchanged && write_shard(&dir, &id, &bytes, path)? {
+            written.shards += 1;
+            written.shard_bytes += bytes.len() as u64;
+        }
+        shards.push(Some(Saved { id, summary }));
+    }
+    safe_fs::sync_dir(&dir).map_err(|e| save_error(path, &dir, e))?;
+    let layout = Layout {
+        buckets,
+        records: files.len(),
+        locks: files.locks.clone(),
+    };
+    Ok(Staged {
+        shards,
+        layout,
+        written,
+    })
+}
+
+/// The second half: replace the manifest atomically (fsynced file and
+/// directory), and only then remove the shards it no longer names.
+pub fn commit(path: &Path, state: &State, staged: Staged) -> Result<Written> {
+    let Staged {
+        shards,
+        layout,
+        mut written,
+    } = staged;
+    let bytes = super::store::encode_manifest(state, &layout, &shards)?;
+    super::store::write_atomically(path, &bytes)?;
+    written.manifest_bytes = bytes.len() as u64;
+    // The new manifest is durable: what it does not name is garbage now.
+    let keep: BTreeSet<String> = shards
+        .iter()
+        .flatten()
+        .map(|s| format!("{}.json", s.id))
+        .collect();
+    sweep(&dir_of(path), &keep);
+    Ok(written)
+}
+
+fn save_error(path: &Path, dir: &Path, e: std::io::Error) -> anyhow::Error {
+    anyhow!(
+        "cannot save state file `{}`: writing its shards in `{}` failed: {e}; the previous state was kept, check that the directory is writable",
+        path.display(),
+        dir.display()
+    )
+}
+
+/// The shard directory, created if missing; a link in its place is refused.
+fn prepare_dir(dir: &Path) -> Result<()> {
+    match fs::symlink_metadata(dir) {
+        Ok(m) if m.file_type().is_symlink() => bail!(
+            "`{}` is a symbolic link, and sentinel never writes through one; move it away (the previous state was kept)",
+            dir.display()
+        ),
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => bail!(
+            "`{}` is not a directory; move it away so sentinel can keep the state's shards there (the previous state was kept)",
+            dir.display()
+        ),
+        Err(e) if e.kind() == ErrorKind::NotFound => fs::create_dir(dir).with_context(|| {
+            format!(
+                "cannot create the shard directory `{}`; check that the state directory is writable (the previous state was kept)",
+                dir.display()
+            )
+        }),
+        Err(e) => Err(anyhow!(e).context(format!("cannot read `{}`", dir.display()))),
+    }
+}
+
+/// Write one shard unless a file of that name (the same bytes) is there.
+/// Returns whether it wrote.
+fn write_shard(dir: &Path, id: &str, bytes: &[u8], state: &Path) -> Result<bool> {
+    let path = dir.join(format!("{id}.json"));
+    match fs::symlink_metadata(&path) {
+        Ok(m) if m.file_type().is_symlink() => {
+            return Err(save_error(state, dir, safe_fs::link_error(&path)));
+        }
+        Ok(m) if m.is_file() && m.len() == bytes.len() as u64 => return Ok(false),
+        _ => {}
+    }
+    safe_fs::create_synced(&path, bytes, Some(state)).map_err(|e| save_error(state, dir, e))?;
+    Ok(true)
+}
+
+/// Remove shards the manifest does not name and temp files of killed saves.
+/// Only the lock holder saves, so none of them is in use.
+fn sweep(dir: &Path, keep: &BTreeSet<String>) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let shard = name.len() == 69 && name.ends_with(".json");
+        if (shard && !keep.contains(&name)) || name.contains(".json.tmp-") {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Every `<state>.d` shard file, for the tests and `jq` users.
+pub fn shard_files(state: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = fs::read_dir(dir_of(state))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    out.sort();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::store;
+
+    fn record(blob: &str, deps: &[&str]) -> FileRecord {
+        FileRecord {
+            blob: blob.into(),
+            deps: deps.iter().map(|d| d.to_string()).collect(),
+            last_ts: "2026-06-16T00:00:00Z".parse().unwrap(),
+            ..FileRecord::default()
+        }
+    }
+
+    /// A saved state of `n` files (`f0.js` imports nothing, every other
+    /// imports `f0.js`), read back lazily.
+    fn saved(dir: &Path, n: usize) -> (PathBuf, State) {
+        let path = dir.join("state.json");
+        let mut state = State::new();
+        for i in 0..n {
+            let deps: &[&str] = if i == 0 { &[] } else { &["f0.js"] };
+            state
+                .files
+                .insert(format!("f{i}.js"), record(&format!("b{i}"), deps));
+        }
+        save(&path, &state).unwrap();
+        (path.clone(), store::load_lazy(&path).unwrap().unwrap())
+    }
+
+    fn on_disk(path: &Path) -> BTreeSet<PathBuf> {
+        shard_files(path).into_iter().collect()
+    }
+
+    #[test]
+    fn a_crash_between_shard_writes_and_the_manifest_rename_leaves_the_old_state_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, mut state) = saved(dir.path(), 2000);
+        let before = store::load(&path).unwrap().unwrap();
+        state.files.get_mut("f7.js").unwrap().blob = "changed".into();
+        state.files.remove("f9.js");
+        // The tick dies here: its shards are written, its manifest is not.
+        let _staged = write_shards(&path, &state).unwrap();
+        let after = store::load(&path).unwrap().unwrap();
+        assert_eq!(after.files, before.files);
+        assert_eq!(after.files.len(), 2000);
+        assert_eq!(after.files["f7.js"].blob, "b7");
+    }
+
+    #[test]
+    fn an_old_shard_is_never_deleted_before_the_new_manifest_is_durable() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, mut state) = saved(dir.path(), 2000);
+        let old = on_disk(&path);
+        state.files.get_mut("f7.js").unwrap().blob = "changed".into();
+        let staged = write_shards(&path, &state).unwrap();
+        let between = on_disk(&path);
+        assert!(
+            between.is_superset(&old),
+            "an old shard went before the manifest"
+        );
+        assert_eq!(between.len(), old.len() + 1, "one new shard");
+        commit(&path, &state, staged).unwrap();
+        let now = on_disk(&path);
+        assert_eq!(
+            now.len(),
+            old.len(),
+            "the replaced shard is gone after the manifest"
+        );
+        assert_eq!(old.difference(&now).count(), 1);
+    }
+
+    #[test]
+    fn a_one_file_change_rewrites_one_shard() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, mut state) = saved(dir.path(), 2000);
+        let total: u64 = shard_files(&path)
+            .iter()
+            .map(|p| fs::metadata(p).unwrap().len())
+            .sum();
+        state.files.get_mut("f7.js").unwrap().blob = "changed".into();
+        let w = save(&path, &state).unwrap();
+        assert_eq!(w.shards, 1);
+        assert!(w.shard_bytes * 4 < total, "{} of {total}", w.shard_bytes);
+        // Nothing changed: nothing but the manifest is written.
+        let again = store::load_lazy(&path).unwrap().unwrap();
+        again.files.get("f7.js");
+        assert_eq!(save(&path, &again).unwrap().shards, 0);
+    }
+
+    #[test]
+    fn the_import_index_finds_dependents_without_reading_every_shard() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, state) = saved(dir.path(), 2000);
+        let dependents = state.files.importers_of("f0.js");
+        assert_eq!(dependents.len(), 1999);
+        let loaded = (0..state.files.buckets())
+            .filter(|i| state.files.is_loaded(*i))
+            .count();
+        assert_eq!(loaded, 1, "only the bucket of f0.js was read");
+        // A dependency dropped on one wake is gone from the index on the next.
+        let mut state = state;
+        state.files.get_mut("f5.js").unwrap().deps.clear();
+        save(&path, &state).unwrap();
+        let state = store::load_lazy(&path).unwrap().unwrap();
+        let dependents = state.files.importers_of("f0.js");
+        assert_eq!(dependents.len(), 1998);
+        assert!(!dependents.contains("f5.js"));
+    }
+
+    #[test]
+    fn a_damaged_shard_is_named_and_nothing_is_saved() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, _) = saved(dir.path(), 10);
+        let shard = shard_files(&path).pop().unwrap();
+        let text = fs::read_to_string(&shard)
+            .unwrap()
+            .replace("\"b1\"", "\"b2\"");
+        fs::write(&shard, text).unwrap();
+        let err = store::load(&path).unwrap_err().to_string();
+        assert!(err.contains("does not match its name"), "{err}");
+        let state = store::load_lazy(&path).unwrap().unwrap();
+        state.files.get("f1.js");
+        let before = fs::read(&path).unwrap();
+        let err = save(&path, &state).unwrap_err().to_string();
+        assert!(err.contains("the previous state was kept"), "{err}");
+        assert_eq!(fs::read(&path).unwrap(), before);
+    }
+
+    #[test]
+    fn a_link_planted_at_a_shard_path_is_refused_and_not_written_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, mut state) = saved(dir.path(), 10);
+        state.files.get_mut("f3.js").unwrap().blob = "changed".into();
+        // Learn the name the next save gives the changed shard, then put
+        // it back as it was and plant a link at that name.
+        let probe = tempfile::tempdir().unwrap();
+        fs::copy(&path, probe.path().join("state.json")).unwrap();
+        let mut copy = std::process::Command::new("cp");
+        copy.arg("-r")
+            .arg(dir_of(&path))
+            .arg(probe.path().join("state.json.d"));
+        assert!(copy.status().unwrap().success());
+        let probe_state = probe.path().join("state.json");
+        let staged = write_shards(&probe_state, &state).unwrap();
+        let new: Vec<&Saved> = staged.shards.iter().flatten().collect();
+        let target = dir.path().join("elsewhere");
+        fs::write(&target, b"not sentinel's").unwrap();
+        for s in new {
+            let p = dir_of(&path).join(format!("{}.json", s.id));
+            if !p.exists() {
+                std::os::unix::fs::symlink(&target, &p).unwrap();
+            }
+        }
+        let before = fs::read(&path).unwrap();
+        let err = save(&path, &state).unwrap_err().to_string();
+        assert!(err.contains("link"), "{err}");
+        assert_eq!(fs::read(&target).unwrap(), b"not sentinel's");
+        assert_eq!(fs::read(&path).unwrap(), before);
+    }
+}
