@@ -249,7 +249,10 @@ pub struct ObservationLog {
 /// checked against `open` when they come to the top, so only `observe`,
 /// which sets `last_ts`, has to push.
 #[derive(Debug, Clone, Default)]
-struct AgeIndex(Option<BinaryHeap<Reverse<(DateTime<Utc>, String)>>>);
+struct AgeIndex(Option<BinaryHeap<Reverse<Aged>>>);
+
+/// When a watch was last looked at, and its path.
+type Aged = (DateTime<Utc>, String);
 
 impl PartialEq for AgeIndex {
     // A cache: two logs with the same watches are equal whatever it holds.
