@@ -382,3 +382,38 @@ fn no_git_process_sentinel_starts_sees_its_secrets() {
     assert!(seen.contains("worktree"), "the agent's worktree: {seen}");
     assert!(!seen.contains(MARK), "a git child saw a secret:\n{seen}");
 }
+
+/// The OpenAI Admin API (`sentinel costs`) refusing the admin key, and a
+/// failing server, each with every secret in its words, glued to
+/// punctuation so that no masking of `sk-` words catches them: no canary on
+/// stdout or stderr, and none in any file.
+#[test]
+fn an_admin_api_echo_of_the_keys_reaches_no_output() {
+    use crate::util::admin::{self, FakeAdmin};
+    let sb = Sandbox::with_files(&["a.js"]);
+    let out = with_secrets(sb.tick_cmd(&at(0)))
+        .args(["--llm", "off"])
+        .output();
+    expect_code(&out, 10);
+    for (status, file) in [
+        (401, "admin-401.json"),
+        (403, "admin-403.json"),
+        (500, "server-500.json"),
+    ] {
+        let mut body: Value = serde_json::from_str(&admin::fixture_text(file)).unwrap();
+        body["error"]["message"] = json!(format!(
+            "Incorrect API key provided: ({ADMIN}), token={GL}, job {JOB}, also [{OA}]"
+        ));
+        let fake = FakeAdmin::start();
+        fake.answer_always(admin::Reply::Fixed {
+            status,
+            body: serde_json::to_vec(&body).unwrap(),
+        });
+        let what = format!("the Admin API answering {status}");
+        let out = with_secrets(sb.costs_cmd(&fake, "2026-06-16T12:00:00Z")).output();
+        assert_ne!(out.code, 0, "{what}: {}", out.stderr);
+        assert!(!fake.requests().is_empty(), "{what}: no request was made");
+        no_canary_in(&out, &what);
+        no_canary_in_files(&sb, &[], &what);
+    }
+}
