@@ -346,3 +346,42 @@ fn a_new_shard_takes_the_state_mode() {
         assert_eq!(mode(&shard), 0o600, "{}", shard.display());
     }
 }
+
+/// The temp files of ticks killed mid-save, the decision journal's and the
+/// other sidecars' included, are swept by the next save; a link planted
+/// under such a name is removed, never followed, and what it points to keeps
+/// its bytes. A no-op writes nothing, so it sweeps nothing.
+#[test]
+fn leftover_temp_files_of_the_state_and_its_sidecars_are_swept_by_the_next_save() {
+    let sb = Sandbox::with_files(&FIVE);
+    expect_code(&sb.tick(&at(0), &[]), 10);
+    let leftovers = [
+        sidecar(&sb.state, ".tmp-Ab12Cd"),
+        sidecar(&sb.state, ".decisions.tmp-Ef34Gh"),
+        sidecar(&sb.state, ".start.tmp-Ij56Kl"),
+    ];
+    for temp in &leftovers {
+        fs::write(temp, "half a save\n").unwrap();
+    }
+    let link = sidecar(&sb.state, ".decisions.tmp-Mn78Op");
+    let victim = plant(&sb, &link);
+    expect_code(&sb.tick(&at(2), &[]), 0);
+    assert!(
+        leftovers.iter().all(|t| t.exists()),
+        "a no-op removed a file"
+    );
+    edit(&sb);
+    expect_code(&sb.tick(&at(4), &[]), 12);
+    for temp in leftovers.iter().chain([&link]) {
+        assert!(
+            fs::symlink_metadata(temp).is_err(),
+            "`{}` was left behind",
+            temp.display()
+        );
+    }
+    assert_eq!(
+        fs::read_to_string(&victim).unwrap(),
+        MINE,
+        "written through"
+    );
+}
