@@ -62,32 +62,15 @@ fn existing(path: &Path) -> io::Result<Option<fs::Metadata>> {
 /// of the file it replaces, or, for a new file, those of `like` (the state
 /// file, for its sidecars) when it exists.
 pub fn replace(path: &Path, bytes: &[u8], like: Option<&Path>) -> io::Result<()> {
-    let old = existing(path)?;
-    let template = match old {
+    let template = match existing(path)? {
         Some(m) => Some(m),
         None => match like {
             Some(l) => existing(l)?,
             None => None,
         },
     };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let dir = dir_of(path);
-    let mut tmp = tempfile::Builder::new()
-        .prefix(&format!("{name}.tmp-"))
-        .permissions(Permissions::from_mode(0o666))
-        .tempfile_in(dir)?;
-    take_after(tmp.as_file(), template.as_ref())?;
-    tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
-    // The name may have become a link since it was checked: never replace one.
-    if is_link(path) {
-        return Err(link_error(path));
-    }
-    tmp.persist(path).map_err(|e| e.error)?;
-    File::open(dir)?.sync_all()
+    persist_synced(path, bytes, template.as_ref())?;
+    sync_dir(dir_of(path))
 }
 
 /// Write a new file at `path` the way `replace` does (temp name, mode and
@@ -98,6 +81,12 @@ pub fn create_synced(path: &Path, bytes: &[u8], like: Option<&Path>) -> io::Resu
         Some(l) => existing(l)?,
         None => None,
     };
+    persist_synced(path, bytes, template.as_ref())
+}
+
+/// `bytes` in a random `O_EXCL` temp file beside `path`, with the mode and
+/// owner of `template`, fsynced, then renamed over `path`.
+fn persist_synced(path: &Path, bytes: &[u8], template: Option<&fs::Metadata>) -> io::Result<()> {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -106,9 +95,10 @@ pub fn create_synced(path: &Path, bytes: &[u8], like: Option<&Path>) -> io::Resu
         .prefix(&format!("{name}.tmp-"))
         .permissions(Permissions::from_mode(0o666))
         .tempfile_in(dir_of(path))?;
-    take_after(tmp.as_file(), template.as_ref())?;
+    take_after(tmp.as_file(), template)?;
     tmp.write_all(bytes)?;
     tmp.as_file().sync_all()?;
+    // The name may have become a link since it was checked: never replace one.
     if is_link(path) {
         return Err(link_error(path));
     }
