@@ -1020,7 +1020,9 @@ fn sha_unavailable_never_masquerades_as_unchanged() {
     let head = sb.repo.head();
     tick(&sb, &at(0), &[], 10);
 
-    // A lookup that fails for a passing reason (a busy repository).
+    // A lookup that fails for a passing reason (a busy repository), once
+    // the tip has moved so that git is asked.
+    sb.repo.move_tip();
     sb.fake_git_log("echo 'fatal: simulated outage' >&2; exit 128");
     let report = tick(&sb, &at(2), &[], 11);
     sb.real_git();
@@ -1061,6 +1063,7 @@ fn an_unparsable_head_lookup_wakes_with_sha_unavailable() {
     let head = sb.repo.head();
     tick(&sb, &at(0), &[], 10);
 
+    sb.repo.move_tip();
     sb.fake_git_log("echo 'not-a-commit-id'; exit 0");
     let report = tick(&sb, &at(2), &[], 11);
     let error = report["verdict"]["detail"]["error"].as_str().unwrap();
@@ -1269,6 +1272,7 @@ fn a_held_git_lock_is_transient() {
     let head = sb.repo.head();
     tick(&sb, &at(0), &[], 10);
     let lock = sb.repo.root.join(".git/index.lock");
+    sb.repo.move_tip();
     sb.fake_git_log(&format!(
         "echo \"fatal: Unable to create '{}': File exists.\" >&2; exit 128",
         lock.display()

@@ -280,6 +280,23 @@ impl Source for GitSource {
         Ok(commit.to_string())
     }
 
+    fn head_at_tip(
+        &mut self,
+        known: Option<&super::TipHead>,
+    ) -> (Result<String, SourceError>, Option<String>) {
+        // Read before git answers: a tip that moves in between makes the
+        // pair remembered older than the head, never newer, so the next
+        // tick asks again.
+        let tip = super::tip::read(&self.repo, &self.rev);
+        if let (Some(t), Some(k)) = (&tip, known)
+            && *t == k.tip
+        {
+            self.counts.head += 1;
+            return (Ok(k.head.clone()), tip);
+        }
+        (self.head(), tip)
+    }
+
     fn list(&mut self, at: &str) -> Result<Vec<Entry>, SourceError> {
         let path = self.path.clone();
         // No `--` here: after `--end-of-options` ls-tree would take it for a

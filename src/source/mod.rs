@@ -4,6 +4,7 @@ pub mod git;
 pub mod gitlab;
 pub mod memory;
 pub mod scope;
+pub mod tip;
 
 use std::fmt;
 
@@ -83,6 +84,7 @@ impl std::error::Error for SourceError {}
 ///
 /// Every method that talks to the outside world counts one request, so the
 /// tick can report (and tests can pin) exactly how many it made.
+pub use crate::state::schema::TipHead;
 pub use scope::Scope;
 
 pub trait Source {
@@ -106,6 +108,19 @@ pub trait Source {
     /// costs no request, and reads of other ids, in another order, or
     /// fewer of them, are answered all the same.
     fn prefetch(&mut self, _blobs: &[String]) {}
+    /// The head, and the branch tip it was found at when the source can
+    /// read the tip without a request (`None` otherwise). `known` is a
+    /// (tip, head) pair found by an earlier tick of the same scope: when
+    /// the tip reads the same, its head is answered without asking, since
+    /// the same tip always has the same head. Counts one head request
+    /// either way.
+    fn head_at_tip(
+        &mut self,
+        known: Option<&TipHead>,
+    ) -> (Result<String, SourceError>, Option<String>) {
+        let _ = known;
+        (self.head(), None)
+    }
     /// For each revert commit (title `Revert "...`) between two commits, the
     /// watched paths it touched. Call after `changes` for the same pair.
     fn reverts(&mut self, _from: &str, _to: &str) -> Result<Vec<Vec<String>>, SourceError> {

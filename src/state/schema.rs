@@ -214,6 +214,18 @@ pub struct WakeState {
     pub last_wake_reason: Option<String>,
     #[serde(default)]
     pub last_wake_ts: Option<DateTime<Utc>>,
+    /// The branch tip and the head a tick found at it, when the source read
+    /// the tip without a request: a no-op whose tip has not moved reuses
+    /// the head instead of asking (see `source::tip`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tip: Option<TipHead>,
+}
+
+/// A branch tip and the latest commit touching the watched path at it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TipHead {
+    pub tip: String,
+    pub head: String,
 }
 
 /// How much of the no-op journal has been folded into this state.

@@ -25,6 +25,9 @@ pub(super) struct Look {
     pub known_state: bool,
     /// The head of the watched path; `None` when the lookup failed.
     pub head: Option<String>,
+    /// The branch tip the head was found at, when the source read it
+    /// without a request and the head lookup answered.
+    pub tip: Option<String>,
     pub verdict: Verdict,
     /// The autonomy admission's answer, when autonomy is on.
     pub admission: Option<Admission>,
@@ -132,7 +135,9 @@ pub(super) fn look(
         Admission::Eligible { path, trigger } => Ok((path.as_str(), trigger.kind.as_str())),
         Admission::Refused(r) => Err(r.as_str()),
     });
-    let head = source.head();
+    // A moved scope asks git: the remembered pair was found for the old one.
+    let known = header.wake.tip.as_ref().filter(|_| !rescoped);
+    let (head, tip) = source.head_at_tip(known);
     let head_err = head.as_ref().err().map(|e| e.to_string());
     let input = WakeInput {
         head: match &head {
@@ -170,6 +175,7 @@ pub(super) fn look(
         scope,
         rescoped,
         known_state,
+        tip: tip.filter(|_| head.is_ok()),
         head: head.ok(),
         verdict,
         admission,

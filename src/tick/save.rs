@@ -105,6 +105,13 @@ pub(super) fn summarise(
         settled,
         cfg.now,
     );
+    // Always replaced: a pair from another scope, or from before a failed
+    // lookup, must not answer the next tick's head.
+    state.wake.tip = look
+        .tip
+        .clone()
+        .zip(look.head.clone())
+        .map(|(tip, head)| crate::state::schema::TipHead { tip, head });
     // Outage ticks that learned nothing woke (exit 11) without a save:
     // they are counted now, in order with the no-ops around them.
     let w = &mut state.wake;

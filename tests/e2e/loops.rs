@@ -156,3 +156,28 @@ fn a_state_without_a_scope_adopts_the_first_ticks() {
     );
     expect_code(&sb.tick(&at(6), &[]), 1);
 }
+
+/// The head a tick finds at a branch tip belongs to its watched path: a
+/// state moved to another path at the same tip asks git again instead of
+/// reusing the old path's head.
+#[test]
+fn a_rescope_at_the_same_tip_asks_git_for_the_new_paths_head() {
+    let sb = two_dirs();
+    sb.repo.write("libs/other/x.js", "// x, edited\n");
+    let tip = sb.repo.commit("only the other directory");
+    report(&sb.tick(&at(0), &[]), 10);
+    assert_ne!(sb.stats()["wake"]["last_head"], tip.as_str());
+    let other = |minute: i64, extra: &[&str]| {
+        sb.sentinel(["tick", "--json", "--now", &at(minute)])
+            .args(["--path", "libs/other"])
+            .arg("--repo")
+            .arg(&sb.repo.root)
+            .arg("--state")
+            .arg(&sb.state)
+            .args(extra)
+            .output()
+    };
+    report(&other(2, &["--rescope"]), 12);
+    assert_eq!(sb.stats()["wake"]["last_head"], tip.as_str());
+    report(&other(4, &[]), 0);
+}

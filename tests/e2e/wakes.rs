@@ -44,7 +44,9 @@ fn every_wake_reason_works_end_to_end_with_its_exit_code() {
     // 0 none: nothing happened; the state is not written.
     let r = tick(&sb, &ai, 4, &[], 0);
     assert_eq!(r["state_written"], false);
-    // 11 sha_unavailable: the head lookup fails for a passing reason.
+    // 11 sha_unavailable: the head lookup fails for a passing reason (the
+    // tip moved, so git is asked).
+    sb.repo.move_tip();
     sb.fake_git_log("echo 'fatal: simulated outage' >&2; exit 128");
     let r = tick(&sb, &ai, 6, &[], 11);
     sb.real_git();
@@ -112,4 +114,47 @@ fn every_wake_reason_works_end_to_end_with_its_exit_code() {
     let _held = crate::util::hold_lock(&sb.state);
     let r = tick(&sb, &ai, t + 2 * day + 2, &autonomy, 20);
     assert_eq!(r["verdict"]["reason"], "busy");
+}
+
+/// The `git` calls logged since the last look, and the log emptied.
+fn git_calls(log: &std::path::Path) -> Vec<String> {
+    let calls = fs::read_to_string(log).unwrap_or_default();
+    let _ = fs::remove_file(log);
+    calls.lines().map(str::to_string).collect()
+}
+
+/// A no-op whose branch tip has not moved answers its head from the pair
+/// the last wake found, read from the ref files: no git process at all,
+/// still one head request. A tip that moved is asked of git, and a commit
+/// under the watched path still wakes, loose or packed refs alike.
+#[test]
+fn a_noop_whose_tip_has_not_moved_starts_no_git() {
+    let mut sb = Sandbox::with_files(&["a.js", "b.js"]);
+    expect_code(&sb.tick(&at(0), &[]), 10);
+    let log = sb.log_git_calls();
+
+    let out = sb.tick_cmd(&at(2)).output();
+    expect_code(&out, 0);
+    assert_eq!(out.json()["requests"], 1, "{}", out.stdout);
+    assert_eq!(git_calls(&log), Vec::<String>::new());
+
+    // The tip moves outside the watched path: git is asked, nothing wakes.
+    sb.repo.move_tip();
+    expect_code(&sb.tick(&at(4), &[]), 0);
+    let calls = git_calls(&log);
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert!(calls[0].contains("log -1"), "{calls:?}");
+
+    // Packed refs are read too; the change under the path wakes.
+    sb.repo.git(&["pack-refs", "--all", "--prune"]);
+    sb.repo
+        .write(&format!("{}/a.js", crate::util::WATCHED), "// a, edited\n");
+    let head = sb.repo.commit("edit a");
+    sb.repo.git(&["pack-refs", "--all", "--prune"]);
+    expect_code(&sb.tick(&at(6), &[]), 12);
+    git_calls(&log);
+    let out = sb.tick_cmd(&at(8)).output();
+    expect_code(&out, 0);
+    assert_eq!(git_calls(&log), Vec::<String>::new(), "packed, unmoved");
+    assert_eq!(sb.stats()["wake"]["last_head"], head.as_str());
 }
