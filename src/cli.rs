@@ -118,6 +118,9 @@ Examples:
   sentinel report --codequality gl-code-quality-report.json
   sentinel report --codequality gl-code-quality-report.json \\
       --changed-since \"$CI_MERGE_REQUEST_DIFF_BASE_SHA\"
+  sentinel report --codequality gl-code-quality-report.json \\
+      --changed-since \"$CI_MERGE_REQUEST_TARGET_BRANCH_SHA\" \\
+      --changed-until \"$CI_MERGE_REQUEST_SOURCE_BRANCH_SHA\"
 
 Exit codes: 0 written (an empty report when there is no state yet), 1 error
 (a corrupt state, a --changed-since that is not a commit of --repo, a FILE
@@ -137,12 +140,28 @@ pub struct ReportArgs {
         default_value = "."
     )]
     pub repo: PathBuf,
-    /// Only the files changed since REF: `git diff --name-only REF...HEAD`.
+    /// Only the files changed since REF: `git diff --name-only REF...HEAD`
+    /// (or REF...UNTIL with --changed-until).
     ///
     /// In a merge request pipeline, the base of its diff:
     /// $CI_MERGE_REQUEST_DIFF_BASE_SHA. Without it, every file of the state.
     #[arg(long, env = "SENTINEL_CHANGED_SINCE", help_heading = SOURCE, value_name = "REF")]
     pub changed_since: Option<String>,
+    /// The other end of --changed-since: `git diff REF...UNTIL`.
+    ///
+    /// In a merged results pipeline or a merge train HEAD is GitLab's merge
+    /// commit, which also holds what the target branch gained since the
+    /// merge request's base; pass $CI_MERGE_REQUEST_SOURCE_BRANCH_SHA (with
+    /// --changed-since $CI_MERGE_REQUEST_TARGET_BRANCH_SHA) to report the
+    /// merge request's own change. Without it, HEAD.
+    #[arg(
+        long,
+        env = "SENTINEL_CHANGED_UNTIL",
+        help_heading = SOURCE,
+        value_name = "REV",
+        requires = "changed_since"
+    )]
+    pub changed_until: Option<String>,
     #[command(flatten)]
     pub state: StateArg,
     /// Write the GitLab Code Quality report here.

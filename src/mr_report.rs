@@ -24,8 +24,11 @@ struct Written {
     state: String,
     /// False when there was no state yet (the report is then `[]`).
     state_found: bool,
-    /// `--changed-since` as given, and the files it names.
+    /// `--changed-since` (and `--changed-until`) as given, and the files
+    /// they name.
     changed_since: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    changed_until: Option<String>,
     changed_files: Option<usize>,
     /// Files with at least one entry in the report, and the entries.
     files: usize,
@@ -37,7 +40,11 @@ pub fn run(args: ReportArgs) -> Result<u8> {
     // The changed files first: a wrong REF is a configuration error, loud
     // even while there is no state to report on.
     let changed = match &args.changed_since {
-        Some(base) => Some(changed_files(&args.repo, base)?),
+        Some(base) => Some(changed_files(
+            &args.repo,
+            base,
+            args.changed_until.as_deref().unwrap_or("HEAD"),
+        )?),
         None => None,
     };
     let state = store::load(&path)?;
@@ -72,6 +79,7 @@ pub fn run(args: ReportArgs) -> Result<u8> {
             state: path.display().to_string(),
             state_found: state.is_some(),
             changed_since: args.changed_since.clone(),
+            changed_until: args.changed_until.clone(),
             changed_files: changed.as_ref().map(BTreeSet::len),
             files: files.len(),
             issues,
@@ -115,9 +123,9 @@ fn selected(
     (proposals, stuck)
 }
 
-/// The files changed on HEAD since its merge base with `base`, or an error
-/// that says what to pass instead.
-fn changed_files(repo: &Path, base: &str) -> Result<BTreeSet<String>> {
+/// The files changed on `until` since its merge base with `base`, or an
+/// error that says what to pass instead.
+fn changed_files(repo: &Path, base: &str, until: &str) -> Result<BTreeSet<String>> {
     let hint = "in a merge request pipeline pass --changed-since \"$CI_MERGE_REQUEST_DIFF_BASE_SHA\" \
                 (a shallow clone may lack it: set GIT_DEPTH: 0, or fetch the target branch first); \
                 leave --changed-since out to report every file (nothing was written)";
@@ -128,6 +136,13 @@ fn changed_files(repo: &Path, base: &str) -> Result<BTreeSet<String>> {
     if base.starts_with('-') {
         bail!("--changed-since `{base}` is not a revision; {hint}");
     }
+    let until = until.trim();
+    if until.is_empty() || until.starts_with('-') {
+        bail!(
+            "--changed-until `{until}` is not a revision; in a merged results pipeline pass \
+             --changed-until \"$CI_MERGE_REQUEST_SOURCE_BRANCH_SHA\", or leave it out for HEAD (nothing was written)"
+        );
+    }
     if !repo.is_dir() {
         bail!(
             "--repo `{}` is not a directory; point --repo at the merge request's checkout (nothing was written)",
@@ -135,10 +150,10 @@ fn changed_files(repo: &Path, base: &str) -> Result<BTreeSet<String>> {
         );
     }
     let git = GitSource::new(repo.to_path_buf(), None, None);
-    match git.changed_since(base) {
+    match git.changed_since(base, until) {
         Ok(paths) => Ok(paths.into_iter().collect()),
         Err(e) => bail!(
-            "cannot list the files changed since `{base}` in `{}`: {e}; {hint}",
+            "cannot list the files changed between `{base}` and `{until}` in `{}`: {e}; {hint}",
             repo.display()
         ),
     }

@@ -160,12 +160,12 @@ impl GitSource {
     }
 
     /// The files a merge request changes: `git diff --name-only
-    /// base...HEAD`, as paths from the repository root whatever directory of
-    /// the clone `repo` is and whatever `diff.relative` says. Files it
+    /// base...until`, as paths from the repository root whatever directory
+    /// of the clone `repo` is and whatever `diff.relative` says. Files it
     /// deletes are left out: their findings went with them. `Err` is git's
     /// own message.
-    pub fn changed_since(&self, base: &str) -> Result<Vec<String>, String> {
-        let range = format!("{base}...HEAD");
+    pub fn changed_since(&self, base: &str, until: &str) -> Result<Vec<String>, String> {
+        let range = format!("{base}...{until}");
         let output = self
             .git()
             .args([
