@@ -7,6 +7,13 @@ and blob ids are the ones git sees; every JSON body is a copy of a fixture in
 fixtures/gitlab/ (shaped after GitLab's documented bodies) with the values
 filled in. The generic package registry keeps each uploaded file under
 --store and serves the newest upload of a name; it wants a JOB-TOKEN header.
+A scenario switches GitLab's behaviours on in --store/settings.json:
+`reject_duplicates` answers a second upload of a file name with GitLab's
+400 "Duplicate package is not allowed" (the group setting "Do not allow
+duplicates"), and the project's packages can then be listed and deleted
+with the job token, as GitLab allows; `redirect` answers a download with a
+302 to an object-storage address that refuses a JOB-TOKEN header; and
+`fail_put` answers every upload with the given status and body.
 Every request is appended to --log as one JSON line (method, path, status),
 so a scenario can count what a job asked for.
 
@@ -149,6 +156,57 @@ class Handler(BaseHTTPRequestHandler):
         project = urllib.parse.quote(seg[3], safe="")
         return Path(self.server.store, project, seg[6], seg[7], seg[8])
 
+    def settings(self) -> dict:
+        try:
+            return json.loads(Path(self.server.store, "settings.json").read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def object_storage(self, seg: list[str]) -> bool:
+        # /object-storage/<project>/<name>/<version>/<file>: a presigned
+        # address; a JOB-TOKEN header here would be a leaked token.
+        if seg[:1] != ["object-storage"] or len(seg) != 5:
+            return False
+        if self.headers.get("JOB-TOKEN"):
+            self.reply(403, b"<Error><Code>AccessDenied</Code></Error>", ctype="application/xml")
+            return True
+        target = Path(self.server.store, *seg[1:])
+        if target.is_file():
+            self.reply(200, target.read_bytes(), ctype="application/octet-stream")
+        else:
+            self.reply(404, b"<Error><Code>NoSuchKey</Code></Error>", ctype="application/xml")
+        return True
+
+    def packages_api(self, seg: list[str]) -> bool:
+        # GET /projects/:id/packages?package_name=N and
+        # DELETE /projects/:id/packages/:package_id, with the job token.
+        if seg[:3] != ["api", "v4", "projects"] or len(seg) not in (5, 6) or seg[4] != "packages":
+            return False
+        if not self.headers.get("JOB-TOKEN"):
+            self.reply(401, error_body("401.json"))
+            return True
+        root = Path(self.server.store, urllib.parse.quote(seg[3], safe=""))
+        packages = sorted(p for p in root.glob("*/*") if p.is_dir()) if root.is_dir() else []
+        ids = {str(1000 + i): p for i, p in enumerate(packages)}
+        if self.command == "GET" and len(seg) == 5:
+            wanted = self.params().get("package_name", "")
+            body = fixture("package.json")
+            listing = []
+            for pid, p in ids.items():
+                if wanted in p.parent.name:
+                    entry = dict(body)
+                    entry.update(id=int(pid), name=p.parent.name, version=p.name)
+                    listing.append(entry)
+            self.json(200, listing)
+        elif self.command == "DELETE" and len(seg) == 6 and seg[5] in ids:
+            import shutil
+
+            shutil.rmtree(ids[seg[5]])
+            self.reply(204, b"")
+        else:
+            self.reply(404, error_body("404-route.json"))
+        return True
+
     def registry(self, seg: list[str]) -> bool:
         target = self.package_file(seg)
         if target is None:
@@ -156,14 +214,26 @@ class Handler(BaseHTTPRequestHandler):
         if not self.headers.get("JOB-TOKEN"):
             self.reply(401, error_body("401.json"))
             return True
+        settings = self.settings()
         if self.command == "PUT":
             length = int(self.headers.get("Content-Length", "0"))
             data = self.rfile.read(length)
+            if settings.get("fail_put"):
+                status, body = settings["fail_put"]
+                self.json(status, body)
+                return True
+            if settings.get("reject_duplicates") and target.is_file():
+                self.reply(400, error_body("400-duplicate-package.json"))
+                return True
             target.parent.mkdir(parents=True, exist_ok=True)
             tmp = target.with_suffix(target.suffix + ".part")
             tmp.write_bytes(data)
             os.replace(tmp, target)
             self.json(201, {"message": "201 Created"})
+        elif target.is_file() and settings.get("redirect"):
+            rel = target.relative_to(self.server.store)
+            origin = f"http://127.0.0.1:{self.server.server_port}"
+            self.reply(302, b"", headers={"Location": f"{origin}/object-storage/{rel.as_posix()}"})
         elif target.is_file():
             self.reply(200, target.read_bytes(), ctype="application/octet-stream")
         else:
@@ -176,12 +246,16 @@ class Handler(BaseHTTPRequestHandler):
         if not self.registry(self.segments()):
             self.reply(404, error_body("404-route.json"))
 
+    def do_DELETE(self):
+        if not self.packages_api(self.segments()):
+            self.reply(404, error_body("404-route.json"))
+
     def do_HEAD(self):
         self.do_GET()
 
     def do_GET(self):
         seg = self.segments()
-        if self.registry(seg):
+        if self.registry(seg) or self.object_storage(seg) or self.packages_api(seg):
             return
         if seg[:3] != ["api", "v4", "projects"] or len(seg) < 4:
             self.reply(404, error_body("404-route.json"))

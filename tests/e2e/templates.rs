@@ -1,4 +1,5 @@
-//! The scheduler templates in `ci-templates/` against the binary they run:
+//! The scheduler templates in `ci-templates/` and the CI/CD component in
+//! `templates/` against the binary they run:
 //! every YAML template parses, every list of exit codes in them equals the
 //! table that `sentinel tick --help` prints, the systemd units parse as INI
 //! with their hardening in place, and no template carries a secret. Every
@@ -15,7 +16,7 @@ use std::process::Command;
 use yaml_rust2::{Yaml, YamlLoader};
 
 const GITLAB: &str = "ci-templates/gitlab-ci.yml";
-const COMPONENT: &str = "ci-templates/component/template.yml";
+const COMPONENT: &str = "templates/sentinel/template.yml";
 const FLEET: &str = "ci-templates/fleet.gitlab-ci.yml";
 const RELEASE: &str = "ci-templates/release.gitlab-ci.yml";
 const CRONTAB: &str = "ci-templates/crontab";
@@ -411,7 +412,8 @@ fn assert_gitlab_template(rel: &str, doc: &Yaml, docs: &[Yaml]) {
             body.contains("sentinel report --codequality gl-code-quality-report.json"),
             "`{rel}` {name}: every tick job writes a report"
         );
-        assert!(body.contains("packages/generic/sentinel-state-$scope/v1/state.tar.gz"));
+        assert!(body.contains("state_package=\"sentinel-state-$scope\""));
+        assert!(body.contains("packages/generic/$state_package/v1/state.tar.gz"));
         assert!(body.contains("--header \"JOB-TOKEN: $CI_JOB_TOKEN\""));
 
         // The state directory sits under a cached path; the binary has its
@@ -453,6 +455,10 @@ fn assert_gitlab_template(rel: &str, doc: &Yaml, docs: &[Yaml]) {
             "`{rel}` {name}: the codes that fail the job"
         );
         assert!(
+            !expected.success.contains(&143),
+            "143 is a signal's code, never a tick's success"
+        );
+        assert!(
             arms.contains_key("*"),
             "`{rel}` {name}: unknown codes must fail the job"
         );
@@ -461,11 +467,34 @@ fn assert_gitlab_template(rel: &str, doc: &Yaml, docs: &[Yaml]) {
             "`{rel}` {name}: red exits with the real code"
         );
         assert!(body.contains("echo \"sentinel tick exited $code"));
-        // Only a changed state is uploaded, and never after a failed tick.
-        assert!(
-            body.contains("[ \"$verdict\" != red ] && [ -s \"$SENTINEL_STATE\" ] && [ \"$before\" != \"$after\" ]"),
-            "`{rel}` {name}: the upload is decided by the state's digest"
+        // Only a changed state is uploaded, and never after a failed or a
+        // stopped tick: both exit before the upload.
+        let upload = body
+            .find("if [ -s \"$SENTINEL_STATE\" ] && [ \"$before\" != \"$after\" ]; then")
+            .unwrap_or_else(|| {
+                panic!("`{rel}` {name}: the upload is decided by the state's digest")
+            });
+        for verdict in ["red", "stopped"] {
+            let exit = body
+                .find(&format!("if [ \"$verdict\" = {verdict} ]; then"))
+                .unwrap_or_else(|| panic!("`{rel}` {name}: no exit on a {verdict} tick"));
+            assert!(
+                exit < upload,
+                "`{rel}` {name}: a {verdict} tick reaches the upload"
+            );
+        }
+        // SIGTERM (the binary saves a whole state, then exits 143) is its
+        // own verdict, neither green nor an unknown failure.
+        assert_eq!(
+            get("stopped"),
+            BTreeSet::from([143]),
+            "`{rel}` {name}: 143 is a stopped tick"
         );
+        // The scope reaches sentinel as flags; a duplicate-package answer is
+        // recognised by GitLab's own message.
+        assert!(body.contains("sentinel tick \"$@\" || code=$?"));
+        assert!(body.contains("set -- \"$@\" --state \"$SENTINEL_STATE\""));
+        assert!(body.contains("'Duplicate package is not allowed'"));
     }
 }
 
@@ -501,10 +530,18 @@ fn assert_every_job_stands_alone(rel: &str, doc: &Yaml) {
             Some(0),
             "`{rel}` {name}: needs: []"
         );
+        // Cancelling a tick leaves a whole state (143), so GitLab may cancel
+        // it with a redundant pipeline.
         assert_eq!(
             job["interruptible"].as_bool(),
-            Some(false),
-            "`{rel}` {name}: interruptible: false"
+            Some(true),
+            "`{rel}` {name}: interruptible: true"
+        );
+        // `inherit: default: false` drops `default: tags`; the tags come
+        // from an input (the fleet, a whole pipeline, names them itself).
+        assert!(
+            job["tags"].as_str() == Some("$[[ inputs.tags ]]") || rel == FLEET,
+            "`{rel}` {name}: tags from inputs.tags"
         );
         let body = script(&job);
         assert!(
@@ -515,6 +552,20 @@ fn assert_every_job_stands_alone(rel: &str, doc: &Yaml) {
             body.contains("sha256sum") && body.contains("sentinel --version"),
             "`{rel}` {name}: the binary is verified and its version checked"
         );
+        // The pin is checked before any candidate runs, even `--version`.
+        let install = block(rel, &body, "install");
+        for candidate in ["\"$found\"", "\"$bin/sentinel\""] {
+            let pinned = install
+                .find(&format!("sentinel_pinned {candidate}"))
+                .unwrap_or_else(|| panic!("`{rel}` {name}: {candidate} is never held to the pin"));
+            let ran = install
+                .find(&format!("$({candidate} --version"))
+                .unwrap_or_else(|| panic!("`{rel}` {name}: {candidate} never runs"));
+            assert!(
+                pinned < ran,
+                "`{rel}` {name}: {candidate} runs before its pin is checked"
+            );
+        }
         let rules = job["rules"].as_vec().expect("every sentinel job has rules");
         for rule in rules {
             let cond = str_of(&rule["if"], "a rule");
@@ -555,6 +606,17 @@ fn assert_tick_and_mr(rel: &str, doc: &Yaml, tick: &str, mr: &str) {
     assert!(
         body.contains("--changed-since \"$CI_MERGE_REQUEST_DIFF_BASE_SHA\""),
         "`{rel}` {mr}: the report of the changed files"
+    );
+    // Merged results and merge trains: the merge request's own change.
+    assert!(
+        body.contains("--changed-since \"$CI_MERGE_REQUEST_TARGET_BRANCH_SHA\" --changed-until \"$CI_MERGE_REQUEST_SOURCE_BRANCH_SHA\""),
+        "`{rel}` {mr}: a merged results pipeline's report"
+    );
+    // Opt-in: the rule would add merge-request pipelines to a project that
+    // runs branch pipelines only.
+    assert!(
+        cond.ends_with("$SENTINEL_MR_REPORT == \"true\""),
+        "`{rel}` {mr}: the merge-request job is opt-in: `{cond}`"
     );
     assert!(
         !body.contains("sentinel tick") && !body.contains("--upload-file"),
@@ -635,7 +697,7 @@ fn the_gitlab_template_parses_and_ends_only_errors_red() {
         "`{GITLAB}` is a spec document (stage, timeout) and a jobs document"
     );
     let declared = assert_inputs_declared_and_used(GITLAB, &docs);
-    for name in ["stage", "timeout", "git_strategy"] {
+    for name in ["stage", "timeout", "git_strategy", "tags"] {
         assert!(declared.contains(name), "`{GITLAB}` lacks the input {name}");
     }
     let doc = &docs[1];
@@ -665,8 +727,10 @@ fn the_component_has_a_spec_and_the_same_jobs() {
     );
     let declared = assert_inputs_declared_and_used(COMPONENT, &docs);
     for name in [
+        "name",
         "stage",
         "timeout",
+        "tags",
         "watched_path",
         "branch",
         "batch",
@@ -674,47 +738,205 @@ fn the_component_has_a_spec_and_the_same_jobs() {
         "on_push",
         "sentinel_version",
         "release_project",
+        "mr_report",
     ] {
         assert!(
             declared.contains(name),
             "`{COMPONENT}` lacks the input {name}"
         );
     }
-    let on_push = &docs[0]["spec"]["inputs"]["on_push"];
-    assert_eq!(on_push["type"].as_str(), Some("boolean"));
-    assert_eq!(on_push["default"].as_bool(), Some(false));
-    assert_eq!(
-        docs[0]["spec"]["inputs"]["batch"]["type"].as_str(),
-        Some("number")
+    let inputs = &docs[0]["spec"]["inputs"];
+    assert_eq!(inputs["on_push"]["type"].as_str(), Some("boolean"));
+    assert_eq!(inputs["on_push"]["default"].as_bool(), Some(false));
+    assert_eq!(inputs["mr_report"]["default"].as_bool(), Some(false));
+    assert_eq!(inputs["batch"]["type"].as_str(), Some("number"));
+    assert_eq!(inputs["tags"]["type"].as_str(), Some("array"));
+    // The name keys the cache and the lock: required, and its own slug.
+    assert!(
+        inputs["name"]["default"].is_badvalue(),
+        "`name` is required"
     );
+    assert_eq!(
+        inputs["name"]["regex"].as_str(),
+        Some("^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
+    );
+    // The scope inputs go into single-quoted shell words: no quote, no `$`.
+    for scope in ["watched_path", "branch"] {
+        let regex = str_of(&inputs[scope]["regex"], "a scope input's regex");
+        assert!(
+            !regex.contains('\'') && !regex.contains('$') || regex.ends_with("]*$"),
+            "`{COMPONENT}`: {scope} regex `{regex}`"
+        );
+        assert_eq!(regex, "^[A-Za-z0-9._/@+-]*$");
+    }
 
     let doc = &docs[1];
     // No hidden job: two includes would share (and override) it. The job
-    // names carry the scope's inputs, so two includes never merge.
+    // names carry the name and the exact scope, so two includes of one
+    // name with different scopes are two jobs, and the cache check sees them.
     for (name, _) in jobs(doc) {
         assert!(!name.starts_with('.'), "`{COMPONENT}`: hidden job {name}");
         assert!(
-            name.contains("$[[ inputs.branch ]]") && name.contains("$[[ inputs.watched_path ]]"),
-            "`{COMPONENT}`: the job name `{name}` must carry the branch and the path"
+            name.contains("$[[ inputs.name ]] $[[ inputs.branch ]]/$[[ inputs.watched_path ]]"),
+            "`{COMPONENT}`: the job name `{name}` must carry the name, the branch and the path"
         );
     }
     assert_gitlab_template(COMPONENT, doc, &docs);
-    let tick = "sentinel:tick $[[ inputs.branch ]]/$[[ inputs.watched_path ]]";
-    let mr = "sentinel:mr $[[ inputs.branch ]]/$[[ inputs.watched_path ]]";
+    let tick = "sentinel:tick $[[ inputs.name ]] $[[ inputs.branch ]]/$[[ inputs.watched_path ]]";
+    let mr = "sentinel:mr $[[ inputs.name ]] $[[ inputs.branch ]]/$[[ inputs.watched_path ]]";
     assert_tick_and_mr(COMPONENT, doc, tick, mr);
-    let vars = &doc[tick]["variables"];
+    let job = &doc[tick];
     assert_eq!(
-        vars["SENTINEL_ON_PUSH"].as_str(),
+        job["variables"]["SENTINEL_ON_PUSH"].as_str(),
         Some("$[[ inputs.on_push ]]")
     );
+    // Cache and lock by the name, never by CI_JOB_NAME_SLUG, which
+    // `libs/other`, `libs_other` and `Libs/Other` share.
     assert_eq!(
-        vars["SENTINEL_PATH"].as_str(),
-        Some("$[[ inputs.watched_path ]]")
+        job["resource_group"].as_str(),
+        Some("sentinel-$CI_PROJECT_ID-$[[ inputs.name ]]")
     );
+    let keys: Vec<&str> = job["cache"]
+        .as_vec()
+        .expect("cache is a list")
+        .iter()
+        .map(|c| str_of(&c["key"], "cache key"))
+        .collect();
     assert_eq!(
-        vars["SENTINEL_BRANCH"].as_str(),
-        Some("$[[ inputs.branch ]]")
+        keys,
+        [
+            "sentinel-bin-$SENTINEL_VERSION",
+            "sentinel-state-$[[ inputs.name ]]"
+        ]
     );
+    assert!(!read(COMPONENT).contains("$CI_JOB_NAME_SLUG"));
+}
+
+/// The scope of a component job reaches sentinel as flags: no job variable
+/// carries it (any pipeline, schedule, project or group variable of that
+/// name would outrank it), and the script unsets the names sentinel reads
+/// as fallbacks before it runs.
+#[test]
+fn the_components_scope_reaches_sentinel_as_flags_that_no_variable_overrides() {
+    let docs = load(COMPONENT);
+    let doc = &docs[1];
+    for (name, job) in concrete_jobs(doc) {
+        for var in [
+            "SENTINEL_PATH",
+            "SENTINEL_BRANCH",
+            "SENTINEL_PROJECT",
+            "SENTINEL_STATE",
+            "SENTINEL_SOURCE",
+            "SENTINEL_REPO",
+        ] {
+            assert!(
+                job["variables"][var].is_badvalue(),
+                "`{COMPONENT}` {name}: {var} as a job variable is outranked by any pipeline variable"
+            );
+        }
+        let body = script(&job);
+        let scope = block(COMPONENT, &body, "scope");
+        assert!(scope.contains(
+            "unset SENTINEL_PATH SENTINEL_BRANCH SENTINEL_PROJECT SENTINEL_STATE SENTINEL_LOCK SENTINEL_REPO SENTINEL_SOURCE SENTINEL_GITLAB_URL SENTINEL_RESCOPE"
+        ));
+        assert!(scope.contains("scope_path='$[[ inputs.watched_path ]]'"));
+        assert!(scope.contains("scope_branch='$[[ inputs.branch ]]'"));
+        // The git source on the job's own checkout: no token.
+        assert!(scope.contains("set -- --source git --repo . --branch \"origin/$scope_branch\""));
+        assert!(!body.contains("SENTINEL_GITLAB_TOKEN") && !body.contains("PRIVATE-TOKEN"));
+    }
+    let tick = resolved(
+        doc,
+        "sentinel:tick $[[ inputs.name ]] $[[ inputs.branch ]]/$[[ inputs.watched_path ]]",
+    );
+    let body = script(&tick);
+    assert!(body.contains("[ -z \"$scope_path\" ] || set -- \"$@\" --path \"$scope_path\""));
+    // The checkout step fetches what the tick needs: the watched branch, and
+    // the history back to the last tick's head.
+    let checkout = block(COMPONENT, &body, "checkout");
+    assert!(
+        checkout
+            .contains("git fetch --quiet --no-tags origin \"+refs/heads/$scope_branch:$watched\"")
+    );
+    assert!(checkout.contains("--deepen=\"$depth\"") && checkout.contains("--unshallow"));
+    let strategy = str_of(&tick["variables"]["GIT_STRATEGY"], "GIT_STRATEGY");
+    assert_eq!(strategy, "$[[ inputs.git_strategy ]]");
+    let options: Vec<&str> = docs[0]["spec"]["inputs"]["git_strategy"]["options"]
+        .as_vec()
+        .expect("options")
+        .iter()
+        .map(|o| str_of(o, "an option"))
+        .collect();
+    assert_eq!(
+        options,
+        ["fetch", "clone"],
+        "the git source needs a checkout"
+    );
+}
+
+/// GitLab's CI/CD Catalog finds components only at `templates/<name>.yml` or
+/// `templates/<name>/template.yml`, and publishes release tags that are
+/// semantic versions without a `v`. The `component:` line of the docs and of
+/// the template's header must be one that resolves: the path's last part is
+/// the component's directory, and its version is a tag the release
+/// pipeline builds.
+#[test]
+fn the_component_sits_where_the_catalog_looks_and_its_version_is_a_release_tag() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    assert!(root.join("templates/sentinel/template.yml").is_file());
+    assert!(
+        !root.join("ci-templates/component").exists(),
+        "the old component path would be a second, stale copy"
+    );
+    let release = load(RELEASE);
+    let rule = str_of(
+        &release[0][".release"]["rules"][0]["if"],
+        "the release rule",
+    );
+    assert_eq!(rule, "$CI_COMMIT_TAG =~ /^v?[0-9]+\\.[0-9]+\\.[0-9]+$/");
+    let lines: Vec<(String, String)> = [COMPONENT, "docs/ci.md"]
+        .iter()
+        .flat_map(|rel| {
+            read(rel)
+                .lines()
+                .filter_map(|l| {
+                    l.trim_start_matches(['#', ' ', '-'])
+                        .strip_prefix("component: ")
+                })
+                .map(|l| (rel.to_string(), l.trim().to_string()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(
+        lines.len() >= 2,
+        "a component: line in the template and in the docs: {lines:?}"
+    );
+    for (rel, line) in &lines {
+        let (path, version) = line
+            .split_once('@')
+            .unwrap_or_else(|| panic!("`{rel}`: `{line}` has no version"));
+        assert!(path.starts_with("$CI_SERVER_FQDN/"), "`{rel}`: `{line}`");
+        assert_eq!(
+            path.rsplit('/').next(),
+            Some("sentinel"),
+            "`{rel}`: the component is templates/sentinel"
+        );
+        let parts: Vec<&str> = version.split('.').collect();
+        assert!(
+            parts.len() == 3
+                && parts
+                    .iter()
+                    .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit())),
+            "`{rel}`: `{version}` is not a semantic version without a `v`, which is what the Catalog publishes"
+        );
+    }
+    // Every include of the file by path names the new place.
+    for rel in ["docs/ci.md", "README.md", GITLAB, FLEET] {
+        assert!(
+            !read(rel).contains("ci-templates/component"),
+            "`{rel}` still points at ci-templates/component"
+        );
+    }
 }
 
 #[test]
@@ -771,6 +993,16 @@ fn the_install_state_and_tick_steps_are_the_same_text_in_every_template() {
         .iter()
         .map(|rel| (*rel, read(rel)))
         .collect();
+    // What differs between them is the scope step alone, before the rest.
+    for (rel, text) in &texts {
+        let scope = text
+            .find("# >>> scope")
+            .unwrap_or_else(|| panic!("`{rel}`: no scope step"));
+        assert!(
+            scope < text.find("# >>> install").unwrap(),
+            "`{rel}`: the scope comes first"
+        );
+    }
     for name in ["install", "state", "tick"] {
         let (first_rel, first) = &texts[0];
         let reference = block(first_rel, first, name);
@@ -786,11 +1018,22 @@ fn the_install_state_and_tick_steps_are_the_same_text_in_every_template() {
         let text = read(rel);
         assert_eq!(block(rel, &text, "mr"), block(GITLAB, &read(GITLAB), "mr"));
     }
-    // The scope is the project, the branch and the path, hashed.
+    // The scope is the project, the branch and the path, hashed (with the
+    // source's name when it is not the API).
     let state = block(GITLAB, &texts[0].1, "state");
     assert!(state.contains(
-        "\"${SENTINEL_PROJECT:-$CI_PROJECT_ID}\" \"${SENTINEL_BRANCH:-$CI_DEFAULT_BRANCH}\" \"$scope_path\" | sha256sum"
+        "printf '%s\\n%s\\n%s\\n' \"$scope_project\" \"$scope_branch\" \"$scope_path\"; [ \"$scope_source\" = gitlab ] || printf"
     ));
+    // Two jobs of one pipeline on one cache fail before anything changes.
+    let owner = state
+        .find("two jobs must never share them")
+        .expect("the collision check");
+    assert!(
+        owner
+            < state
+                .find("rm -rf \"$d\"")
+                .expect("the old scopes' removal")
+    );
 }
 
 #[test]
