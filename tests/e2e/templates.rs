@@ -1260,3 +1260,29 @@ fn the_crontab_lists_the_binarys_codes_and_logs_both_streams() {
     assert!(schedules[1].contains("--source gitlab") && !schedules[1].contains("git fetch"));
     assert_no_secret(CRONTAB, &text, &[]);
 }
+
+/// The cases gitlab-ci-local cannot show, run on the component's own job
+/// script under bash (`scripts/ci-local/script-logic`): a second scope in
+/// one cache in one pipeline fails before it changes anything, a tick that
+/// exits 143 keeps its whole state and uploads nothing, and a shallow clone
+/// is deepened back to the last tick's head.
+#[test]
+fn the_job_script_fails_a_shared_cache_keeps_a_stopped_tick_and_deepens_a_shallow_clone() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let work = tempfile::tempdir().expect("a temporary directory");
+    let out = Command::new("bash")
+        .arg(root.join("scripts/ci-local/script-logic"))
+        .arg(root.join(COMPONENT))
+        .arg(work.path().join("logic"))
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("LC_ALL", "C")
+        .output()
+        .expect("run bash");
+    assert!(
+        out.status.success(),
+        "script-logic failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
