@@ -44,6 +44,8 @@ mod properties;
 mod reliability;
 #[path = "e2e/retries.rs"]
 mod retries;
+#[path = "e2e/sandbox.rs"]
+mod sandbox;
 #[path = "e2e/scheduler.rs"]
 mod scheduler;
 #[path = "e2e/state_layout.rs"]

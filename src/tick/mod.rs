@@ -15,6 +15,7 @@ mod ledger;
 mod outage;
 mod plan;
 mod report;
+mod sandbox;
 mod save;
 mod waiting;
 
@@ -26,6 +27,7 @@ pub use facts::{
     review_due, status_of,
 };
 pub use report::{FileReport, ReportedVerdict, TickReport, short_id};
+pub use sandbox::{SandboxCommit, SandboxReport};
 
 use crate::exit;
 use crate::gate::autonomy::{self, Admission};
@@ -127,6 +129,7 @@ pub fn run(cfg: &TickConfig, fx: &mut Effects) -> Result<TickReport> {
         cfg.dry_run,
     );
     report.writes = done.writes;
+    report.sandbox = done.sandbox;
     report.notes = notes;
     report.outage = (look.verdict.reason == Reason::ShaUnavailable).then_some(state.outage);
     let publisher = fx.publisher.as_deref_mut().map(|p| p as &mut dyn Publisher);
@@ -175,6 +178,8 @@ struct Work<'a> {
     ledger: ledger::Ledger,
     /// Writes made while judging (patches), for the report.
     writes: Vec<WriteLog>,
+    /// Sandbox commits of this tick, in the order they were made.
+    sandbox_added: Vec<(String, String)>,
     evidence: &'a str,
     fresh: u64,
     reads: u64,
@@ -196,6 +201,7 @@ struct Work<'a> {
 /// What the working stages hand over to save and report.
 struct Done {
     writes: Vec<WriteLog>,
+    sandbox: Option<SandboxReport>,
     notes: Vec<String>,
     llm_calls: u64,
     slept_ms: Vec<u64>,
@@ -243,6 +249,7 @@ impl<'a> Work<'a> {
             storage: &mut *fx.storage,
             ledger: ledger::Ledger::default(),
             writes: Vec::new(),
+            sandbox_added: Vec::new(),
             evidence: &cfg.evidence,
             fresh: 0,
             reads: 0,
@@ -304,6 +311,7 @@ impl Work<'_> {
             ));
         }
         self.retry_patches(state);
+        let sandbox = self.follow_sandbox(state);
         self.close_ledger(state, files);
         let llm_calls = self.advisor.as_ref().map_or(0, |a| a.calls());
         state.llm.attempts += llm_calls;
@@ -311,6 +319,7 @@ impl Work<'_> {
         state.novelty.file_reads += self.reads;
         Done {
             writes: self.writes,
+            sandbox,
             notes: self.notes,
             llm_calls,
             slept_ms: self
