@@ -33,7 +33,8 @@ use crate::state::storage::FileStorage;
 const DEFAULT_GITLAB_MAX_READS: usize = 100;
 
 /// Run the parsed command; the returned value is the process exit code.
-pub fn run(cli: Cli) -> Result<u8> {
+pub fn run(mut cli: Cli) -> Result<u8> {
+    crate::clone::resolve(&mut cli.command);
     // Before anything is read or printed: every output passes through it.
     crate::redact::register(crate::redact::Secrets::from_env(
         |k| std::env::var(k).ok(),
@@ -106,6 +107,18 @@ fn run_tick(args: TickArgs) -> Result<u8> {
     });
     let (mut source, rev) = build_source(choice)?;
     let cfg = tick_config(&args, &env, advisor_on, rev, max_reads)?;
+    let scope = source.scope();
+    let same_scope = |p: &std::path::Path| {
+        store::load_header(p)
+            .ok()
+            .flatten()
+            .is_some_and(|h| h.scope.as_ref().is_none_or(|s| *s == scope))
+    };
+    if let Some(w) =
+        crate::clone::state_warning(args.state.state.as_deref(), &args.source.repo, same_scope)
+    {
+        eprintln!("{}", crate::report::escape::terminal(&w));
+    }
     // A dry run calls no model and runs no agent.
     let mut advisor = (advisor_on && !args.dry_run)
         .then(|| make_advisor(&args, &env, on_git))
@@ -121,6 +134,12 @@ fn run_tick(args: TickArgs) -> Result<u8> {
             patcher: patcher.as_mut().map(|p| p.as_mut() as &mut dyn Patcher),
         },
     )?;
+    // The user chose to hand files over: said, without advice to set a key.
+    if args.llm.llm == Some(crate::cli::LlmKind::Off) {
+        for note in report.notes.iter_mut().filter(|n| *n == tick::ADVISOR_HINT) {
+            *note = "advisor off (`--llm off`): the needs_review files are handed over".into();
+        }
+    }
     eprintln!("{}", crate::redact::text(&report::tick_line(&report)));
     // A dry run says what it would have done, file by file.
     report.summarise_pending(args.all_pending || args.dry_run);

@@ -1214,6 +1214,8 @@ impl SourceArgs {
         let Some(raw) = &self.path else {
             return Ok(None);
         };
+        crate::clone::check_path(raw, &self.repo)
+            .map_err(|e| anyhow::Error::new(crate::exit::Usage(e)))?;
         let trimmed = raw.trim_start_matches("./").trim_matches('/');
         if trimmed.split('/').any(|c| c == "..") {
             bail!(

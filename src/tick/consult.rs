@@ -75,7 +75,7 @@ impl Work<'_> {
         );
         // A command that cannot run at all is a setup error, not a file's fate.
         if let Some(e) = advisor.fatal() {
-            anyhow::bail!("{e} (nothing was saved)");
+            anyhow::bail!("{e} {}", self.not_saved());
         }
         let before = state.llm.budget.clone();
         settle(state, &settings, &call, reserve, &model, self.cfg.now);
