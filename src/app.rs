@@ -95,8 +95,18 @@ fn run_tick(args: TickArgs) -> Result<u8> {
     let on_git = matches!(choice, SourceChoice::Git { .. });
     // Resolved only with patches on, but then on every tick, a dry run too:
     // a sandbox that would wake sentinel is refused before anything is read.
+    if args.merge_request && !(patches && matches!(choice, SourceChoice::Gitlab(_))) {
+        return Err(anyhow::Error::new(crate::exit::Usage(
+            "`--merge-request` keeps a GitLab merge request of the sandbox branch: it needs the GitLab source and `--propose patches` (or `--agent`); with the git source the tick's line names the command that merges the sandbox".into(),
+        )));
+    }
     let mut patcher: Option<Box<dyn Patcher>> = if patches {
-        Some(make_patcher(&choice, &args.sandbox_branch)?).filter(|_| !args.dry_run)
+        Some(make_patcher(
+            &choice,
+            &args.sandbox_branch,
+            args.merge_request,
+        )?)
+        .filter(|_| !args.dry_run)
     } else {
         None
     };
@@ -259,15 +269,19 @@ fn tick_config(
 /// Where patches go: the sandbox branch as a full ref, refused (exit 2) when
 /// it is the watched branch, whose commits would wake sentinel, or the
 /// clone's checked-out branch, which a commit would move under the work tree.
-fn make_patcher(choice: &SourceChoice, sandbox: &str) -> Result<Box<dyn Patcher>> {
+fn make_patcher(
+    choice: &SourceChoice,
+    sandbox: &str,
+    merge_request: bool,
+) -> Result<Box<dyn Patcher>> {
     let usage = |msg: String| anyhow::Error::new(crate::exit::Usage(msg));
     match choice {
         SourceChoice::Gitlab(cfg) => {
             branch::check_gitlab(sandbox, &cfg.branch).map_err(usage)?;
             let name = branch::gitlab_name(sandbox).to_string();
-            Ok(Box::new(
-                GitLabBranch::new(cfg.clone(), name).map_err(|e| anyhow!("{e}"))?,
-            ))
+            let mut b = GitLabBranch::new(cfg.clone(), name).map_err(|e| anyhow!("{e}"))?;
+            b.merge_request = merge_request;
+            Ok(Box::new(b))
         }
         SourceChoice::Git {
             repo,

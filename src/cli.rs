@@ -720,6 +720,19 @@ pub struct TickArgs {
         default_value = "sentinel-sandbox"
     )]
     pub sandbox_branch: String,
+    /// Keep one GitLab merge request of the sandbox branch.
+    ///
+    /// Opened into the watched branch when the first proposal lands, its
+    /// description edited only when the open proposals change, closed when
+    /// none is open. GitLab source, with patches on; needs a token with the
+    /// api scope.
+    #[arg(
+        long,
+        env = "SENTINEL_MERGE_REQUEST",
+        help_heading = WORK,
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    pub merge_request: bool,
     #[command(flatten)]
     pub llm: LlmArgs,
     #[command(flatten)]

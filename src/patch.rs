@@ -9,9 +9,12 @@ use std::time::Duration;
 
 use crate::source::gitlab::{GitLabConfig, encode};
 
+mod gitlab_sandbox;
 mod holds;
+pub mod merge_request;
 mod sandbox;
 
+pub use merge_request::Review;
 pub use sandbox::Carried;
 
 /// The default sandbox branch.
@@ -46,6 +49,18 @@ pub trait Patcher {
     /// The command that would take the sandbox's proposals, for the tick's line.
     fn merge_hint(&self) -> Option<String> {
         None
+    }
+    /// Keep the sandbox's one merge request up to date: `page` describes
+    /// the open proposals, `None` closes it; `known` is the one the state
+    /// remembers. `Ok(None)`: this sandbox keeps no merge request.
+    fn review(
+        &mut self,
+        known: Option<u64>,
+        title: &str,
+        page: Option<&str>,
+    ) -> Result<Option<Review>, String> {
+        let _ = (known, title, page);
+        Ok(None)
     }
 }
 
@@ -300,6 +315,8 @@ pub struct GitLabBranch {
     agent: ureq::Agent,
     cfg: GitLabConfig,
     pub branch: String,
+    /// `--merge-request`: keep one merge request of the sandbox branch.
+    pub merge_request: bool,
 }
 
 impl GitLabBranch {
@@ -308,7 +325,12 @@ impl GitLabBranch {
             cfg.timeout.max(Duration::from_secs(1)),
             cfg.ca_file.as_deref(),
         )?;
-        Ok(GitLabBranch { agent, cfg, branch })
+        Ok(GitLabBranch {
+            agent,
+            cfg,
+            branch,
+            merge_request: false,
+        })
     }
 
     fn url(&self, rest: &str) -> String {
@@ -386,6 +408,26 @@ impl Patcher for GitLabBranch {
 
     fn holds(&mut self, path: &str, content: &str) -> Result<Option<String>, String> {
         holds::on_gitlab(self, path, content)
+    }
+
+    fn watched_tip(&mut self) -> Result<Option<String>, String> {
+        self.tip().map(Some)
+    }
+
+    fn rebuild(&mut self, base: &str, chain: &[Carried]) -> Result<Vec<Option<String>>, String> {
+        self.rebuild_on(base, chain)
+    }
+
+    fn review(
+        &mut self,
+        known: Option<u64>,
+        title: &str,
+        page: Option<&str>,
+    ) -> Result<Option<Review>, String> {
+        if !self.merge_request {
+            return Ok(None);
+        }
+        self.review_on(known, title, page).map(Some)
     }
 }
 

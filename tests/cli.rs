@@ -30,6 +30,8 @@ mod hostile_files;
 mod identity;
 #[path = "e2e/loops.rs"]
 mod loops;
+#[path = "e2e/merge_request.rs"]
+mod merge_request;
 #[path = "e2e/mr_report.rs"]
 mod mr_report;
 #[path = "e2e/newcomer.rs"]

@@ -301,6 +301,13 @@ pub struct SandboxChain {
     pub base: String,
     /// Its commits, oldest first: (path, commit), one per open proposal.
     pub commits: Vec<(String, String)>,
+    /// The merge request kept for it (`--merge-request`), by iid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merge_request: Option<u64>,
+    /// Hash of that merge request's description as last sent: it is
+    /// edited only when the open proposals change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub described: Option<String>,
 }
 
 /// The advisor's memory: its circuit, its budget, its open proposals.

@@ -25,6 +25,10 @@ pub struct SandboxReport {
     /// The command that takes the proposals, when there is one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub merge: Option<String>,
+    /// What this tick did to the merge request (`--merge-request`), when
+    /// it did anything.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub merge_request: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -140,8 +144,16 @@ impl Work<'_> {
             rebuilt: !unchanged,
             added: added.len(),
             merge: self.patcher.as_ref().and_then(|p| p.merge_hint()),
+            merge_request: None,
         };
-        state.llm.sandbox = Some(SandboxChain { base, commits });
+        let kept = state.llm.sandbox.take().unwrap_or_default();
+        state.llm.sandbox = Some(SandboxChain {
+            base,
+            commits,
+            ..kept
+        });
+        let mut report = report;
+        report.merge_request = self.review(state);
         if report.rebuilt {
             self.writes.push(WriteLog {
                 kind: "sandbox",
@@ -154,6 +166,67 @@ impl Work<'_> {
             self.notes.push(note(&report));
         }
         Some(report)
+    }
+
+    /// Open, edit or close the merge request when the open proposals
+    /// changed since its description was sent; what was done, if anything.
+    fn review(&mut self, state: &mut State) -> Option<String> {
+        use crate::patch::merge_request::{Listed, description, title};
+        let chain = state.llm.sandbox.as_ref()?;
+        let listed: Vec<Listed> = chain
+            .commits
+            .iter()
+            .filter_map(|(path, _)| {
+                let proposal = state.llm.proposals.get(path)?;
+                Some(Listed { path, proposal })
+            })
+            .collect();
+        let page = (!listed.is_empty()).then(|| description(&listed));
+        let hash = page.as_deref().map(|p| super::content_hash(p.as_bytes()));
+        let unchanged = match &page {
+            Some(_) => chain.merge_request.is_some() && chain.described == hash,
+            None => chain.merge_request.is_none(),
+        };
+        if unchanged {
+            return None;
+        }
+        let known = chain.merge_request;
+        let patcher = self.patcher.as_mut()?;
+        let target = patcher.target();
+        let result = patcher.review(known, &title(listed.len()), page.as_deref());
+        let chain = state.llm.sandbox.as_mut()?;
+        let done = match result {
+            Ok(None) => return None,
+            Ok(Some(review)) => review,
+            Err(why) => {
+                self.writes.push(WriteLog {
+                    kind: "merge_request",
+                    target,
+                    ok: false,
+                    detail: why,
+                });
+                return None;
+            }
+        };
+        use crate::patch::Review;
+        let detail = match &done {
+            Review::Opened(iid, url) => format!("opened !{iid} {url}"),
+            Review::Edited(iid, url) => format!("edited !{iid} {url}"),
+            Review::Closed(iid) => format!("closed !{iid}: no proposal is open"),
+            Review::Gone => "none open to close".to_string(),
+        };
+        (chain.merge_request, chain.described) = match done {
+            Review::Opened(iid, _) | Review::Edited(iid, _) => (Some(iid), hash),
+            Review::Closed(_) | Review::Gone => (None, None),
+        };
+        self.writes.push(WriteLog {
+            kind: "merge_request",
+            target,
+            ok: true,
+            detail: detail.clone(),
+        });
+        self.notes.push(format!("merge request {detail}"));
+        Some(detail)
     }
 
     /// Take the rebuilt commits into the proposals; a proposal whose
