@@ -235,6 +235,8 @@ pub struct ResetArgs {
     #[arg(value_name = "PATH")]
     pub paths: Vec<String>,
     /// The clone the default state path is relative to.
+    ///
+    /// `.` is the top level of the clone that holds the current directory.
     #[arg(
         long,
         env = "SENTINEL_REPO",
@@ -288,6 +290,8 @@ the lock), 1 error (missing or refused key, Admin API down: try again later).";
 #[derive(Debug, Clone, Args)]
 pub struct CostsArgs {
     /// The clone the default state path is relative to.
+    ///
+    /// `.` is the top level of the clone that holds the current directory.
     #[arg(
         long,
         env = "SENTINEL_REPO",
@@ -485,7 +489,9 @@ pub struct SourceArgs {
     pub source: Option<SourceKind>,
     /// The git clone to watch (git source).
     ///
-    /// Also where the default state lives.
+    /// Also where the default state lives. `.` is the top level of the clone
+    /// that holds the current directory, so a subdirectory uses the clone's
+    /// state.
     #[arg(
         long,
         env = "SENTINEL_REPO",
@@ -1121,6 +1127,8 @@ impl LlmArgs {
 #[derive(Debug, Clone, Args)]
 pub struct StatsArgs {
     /// The clone the default state path is relative to.
+    ///
+    /// `.` is the top level of the clone that holds the current directory.
     #[arg(
         long,
         env = "SENTINEL_REPO",
