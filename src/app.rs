@@ -33,7 +33,8 @@ use crate::state::storage::FileStorage;
 const DEFAULT_GITLAB_MAX_READS: usize = 100;
 
 /// Run the parsed command; the returned value is the process exit code.
-pub fn run(cli: Cli) -> Result<u8> {
+pub fn run(mut cli: Cli) -> Result<u8> {
+    crate::clone::resolve(&mut cli.command);
     // Before anything is read or printed: every output passes through it.
     crate::redact::register(crate::redact::Secrets::from_env(
         |k| std::env::var(k).ok(),
@@ -94,8 +95,18 @@ fn run_tick(args: TickArgs) -> Result<u8> {
     let on_git = matches!(choice, SourceChoice::Git { .. });
     // Resolved only with patches on, but then on every tick, a dry run too:
     // a sandbox that would wake sentinel is refused before anything is read.
+    if args.merge_request && !(patches && matches!(choice, SourceChoice::Gitlab(_))) {
+        return Err(anyhow::Error::new(crate::exit::Usage(
+            "`--merge-request` keeps a GitLab merge request of the sandbox branch: it needs the GitLab source and `--propose patches` (or `--agent`); with the git source the tick's line names the command that merges the sandbox".into(),
+        )));
+    }
     let mut patcher: Option<Box<dyn Patcher>> = if patches {
-        Some(make_patcher(&choice, &args.sandbox_branch)?).filter(|_| !args.dry_run)
+        Some(make_patcher(
+            &choice,
+            &args.sandbox_branch,
+            args.merge_request,
+        )?)
+        .filter(|_| !args.dry_run)
     } else {
         None
     };
@@ -106,6 +117,18 @@ fn run_tick(args: TickArgs) -> Result<u8> {
     });
     let (mut source, rev) = build_source(choice)?;
     let cfg = tick_config(&args, &env, advisor_on, rev, max_reads)?;
+    let scope = source.scope();
+    let same_scope = |p: &std::path::Path| {
+        store::load_header(p)
+            .ok()
+            .flatten()
+            .is_some_and(|h| h.scope.as_ref().is_none_or(|s| *s == scope))
+    };
+    if let Some(w) =
+        crate::clone::state_warning(args.state.state.as_deref(), &args.source.repo, same_scope)
+    {
+        eprintln!("{}", crate::report::escape::terminal(&w));
+    }
     // A dry run calls no model and runs no agent.
     let mut advisor = (advisor_on && !args.dry_run)
         .then(|| make_advisor(&args, &env, on_git))
@@ -121,6 +144,12 @@ fn run_tick(args: TickArgs) -> Result<u8> {
             patcher: patcher.as_mut().map(|p| p.as_mut() as &mut dyn Patcher),
         },
     )?;
+    // The user chose to hand files over: said, without advice to set a key.
+    if args.llm.llm == Some(crate::cli::LlmKind::Off) {
+        for note in report.notes.iter_mut().filter(|n| *n == tick::ADVISOR_HINT) {
+            *note = "advisor off (`--llm off`): the needs_review files are handed over".into();
+        }
+    }
     eprintln!("{}", crate::redact::text(&report::tick_line(&report)));
     // A dry run says what it would have done, file by file.
     report.summarise_pending(args.all_pending || args.dry_run);
@@ -240,15 +269,19 @@ fn tick_config(
 /// Where patches go: the sandbox branch as a full ref, refused (exit 2) when
 /// it is the watched branch, whose commits would wake sentinel, or the
 /// clone's checked-out branch, which a commit would move under the work tree.
-fn make_patcher(choice: &SourceChoice, sandbox: &str) -> Result<Box<dyn Patcher>> {
+fn make_patcher(
+    choice: &SourceChoice,
+    sandbox: &str,
+    merge_request: bool,
+) -> Result<Box<dyn Patcher>> {
     let usage = |msg: String| anyhow::Error::new(crate::exit::Usage(msg));
     match choice {
         SourceChoice::Gitlab(cfg) => {
             branch::check_gitlab(sandbox, &cfg.branch).map_err(usage)?;
             let name = branch::gitlab_name(sandbox).to_string();
-            Ok(Box::new(
-                GitLabBranch::new(cfg.clone(), name).map_err(|e| anyhow!("{e}"))?,
-            ))
+            let mut b = GitLabBranch::new(cfg.clone(), name).map_err(|e| anyhow!("{e}"))?;
+            b.merge_request = merge_request;
+            Ok(Box::new(b))
         }
         SourceChoice::Git {
             repo,

@@ -254,6 +254,8 @@ pub struct ResetArgs {
     #[arg(value_name = "PATH")]
     pub paths: Vec<String>,
     /// The clone the default state path is relative to.
+    ///
+    /// `.` is the top level of the clone that holds the current directory.
     #[arg(
         long,
         env = "SENTINEL_REPO",
@@ -307,6 +309,8 @@ the lock), 1 error (missing or refused key, Admin API down: try again later).";
 #[derive(Debug, Clone, Args)]
 pub struct CostsArgs {
     /// The clone the default state path is relative to.
+    ///
+    /// `.` is the top level of the clone that holds the current directory.
     #[arg(
         long,
         env = "SENTINEL_REPO",
@@ -504,7 +508,9 @@ pub struct SourceArgs {
     pub source: Option<SourceKind>,
     /// The git clone to watch (git source).
     ///
-    /// Also where the default state lives.
+    /// Also where the default state lives. `.` is the top level of the clone
+    /// that holds the current directory, so a subdirectory uses the clone's
+    /// state.
     #[arg(
         long,
         env = "SENTINEL_REPO",
@@ -739,6 +745,19 @@ pub struct TickArgs {
         default_value = "sentinel-sandbox"
     )]
     pub sandbox_branch: String,
+    /// Keep one GitLab merge request of the sandbox branch.
+    ///
+    /// Opened into the watched branch when the first proposal lands, its
+    /// description edited only when the open proposals change, closed when
+    /// none is open. GitLab source, with patches on; needs a token with the
+    /// api scope.
+    #[arg(
+        long,
+        env = "SENTINEL_MERGE_REQUEST",
+        help_heading = WORK,
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    pub merge_request: bool,
     #[command(flatten)]
     pub llm: LlmArgs,
     #[command(flatten)]
@@ -1127,6 +1146,8 @@ impl LlmArgs {
 #[derive(Debug, Clone, Args)]
 pub struct StatsArgs {
     /// The clone the default state path is relative to.
+    ///
+    /// `.` is the top level of the clone that holds the current directory.
     #[arg(
         long,
         env = "SENTINEL_REPO",
@@ -1233,6 +1254,8 @@ impl SourceArgs {
         let Some(raw) = &self.path else {
             return Ok(None);
         };
+        crate::clone::check_path(raw, &self.repo)
+            .map_err(|e| anyhow::Error::new(crate::exit::Usage(e)))?;
         let trimmed = raw.trim_start_matches("./").trim_matches('/');
         if trimmed.split('/').any(|c| c == "..") {
             bail!(

@@ -9,7 +9,13 @@ use std::time::Duration;
 
 use crate::source::gitlab::{GitLabConfig, encode};
 
+mod gitlab_sandbox;
 mod holds;
+pub mod merge_request;
+mod sandbox;
+
+pub use merge_request::Review;
+pub use sandbox::Carried;
 
 /// The default sandbox branch.
 pub const SANDBOX: &str = "sentinel-sandbox";
@@ -27,6 +33,35 @@ pub trait Patcher {
         let _ = (path, content);
         Err("this sandbox cannot say what it holds".into())
     }
+    /// The watched branch's tip, which the sandbox follows; `None` for a
+    /// sandbox that does not follow it (it is then never rebuilt).
+    fn watched_tip(&mut self) -> Result<Option<String>, String> {
+        Ok(None)
+    }
+    /// Make the sandbox `base` plus one commit per entry of `chain`, in
+    /// order, each the entry's file as its commit carries it: the new commit
+    /// of each, `None` where `base` already holds that content (no empty
+    /// commit). A sandbox that already is exactly that is left as it is.
+    fn rebuild(&mut self, base: &str, chain: &[Carried]) -> Result<Vec<Option<String>>, String> {
+        let _ = (base, chain);
+        Err("this sandbox cannot be rebuilt".into())
+    }
+    /// The command that would take the sandbox's proposals, for the tick's line.
+    fn merge_hint(&self) -> Option<String> {
+        None
+    }
+    /// Keep the sandbox's one merge request up to date: `page` describes
+    /// the open proposals, `None` closes it; `known` is the one the state
+    /// remembers. `Ok(None)`: this sandbox keeps no merge request.
+    fn review(
+        &mut self,
+        known: Option<u64>,
+        title: &str,
+        page: Option<&str>,
+    ) -> Result<Option<Review>, String> {
+        let _ = (known, title, page);
+        Ok(None)
+    }
 }
 
 /// The most characters of a commit message's body: a model's reason can be
@@ -39,12 +74,14 @@ pub const REFUSED: &str = "refused: ";
 
 /// The commit message of a patch: one subject line naming the file (its
 /// control characters escaped, so a name cannot add lines), then the
-/// reason, capped.
-pub fn commit_message(path: &str, reason: &str) -> String {
+/// reason, capped, then the decision and the fingerprint it answered, so a
+/// reviewer can ask `sentinel explain` about exactly that question.
+pub fn commit_message(path: &str, reason: &str, fingerprint: &str) -> String {
     format!(
-        "sentinel: proposed change to {}\n\n{}\n",
+        "sentinel: proposed change to {}\n\n{}\n\nDecision: evolve\nFingerprint: {}\n",
         crate::report::escape::terminal(path),
-        crate::llm::bounds::cap(reason.trim(), MAX_MESSAGE_BODY_CHARS)
+        crate::llm::bounds::cap(reason.trim(), MAX_MESSAGE_BODY_CHARS),
+        crate::report::escape::terminal(fingerprint)
     )
 }
 
@@ -257,6 +294,19 @@ impl Patcher for GitBranch {
     fn holds(&mut self, path: &str, content: &str) -> Result<Option<String>, String> {
         holds::on_git(self, path, content)
     }
+
+    fn watched_tip(&mut self) -> Result<Option<String>, String> {
+        self.tip().map(Some)
+    }
+
+    fn rebuild(&mut self, base: &str, chain: &[Carried]) -> Result<Vec<Option<String>>, String> {
+        self.rebuild_on(base, chain)
+    }
+
+    fn merge_hint(&self) -> Option<String> {
+        let name = self.branch.strip_prefix(crate::branch::HEADS);
+        Some(format!("git merge {}", name.unwrap_or(&self.branch)))
+    }
 }
 
 /// GitLab: one commit through the commits API, creating the sandbox branch
@@ -265,6 +315,8 @@ pub struct GitLabBranch {
     agent: ureq::Agent,
     cfg: GitLabConfig,
     pub branch: String,
+    /// `--merge-request`: keep one merge request of the sandbox branch.
+    pub merge_request: bool,
 }
 
 impl GitLabBranch {
@@ -273,7 +325,12 @@ impl GitLabBranch {
             cfg.timeout.max(Duration::from_secs(1)),
             cfg.ca_file.as_deref(),
         )?;
-        Ok(GitLabBranch { agent, cfg, branch })
+        Ok(GitLabBranch {
+            agent,
+            cfg,
+            branch,
+            merge_request: false,
+        })
     }
 
     fn url(&self, rest: &str) -> String {
@@ -351,6 +408,26 @@ impl Patcher for GitLabBranch {
 
     fn holds(&mut self, path: &str, content: &str) -> Result<Option<String>, String> {
         holds::on_gitlab(self, path, content)
+    }
+
+    fn watched_tip(&mut self) -> Result<Option<String>, String> {
+        self.tip().map(Some)
+    }
+
+    fn rebuild(&mut self, base: &str, chain: &[Carried]) -> Result<Vec<Option<String>>, String> {
+        self.rebuild_on(base, chain)
+    }
+
+    fn review(
+        &mut self,
+        known: Option<u64>,
+        title: &str,
+        page: Option<&str>,
+    ) -> Result<Option<Review>, String> {
+        if !self.merge_request {
+            return Ok(None);
+        }
+        self.review_on(known, title, page).map(Some)
     }
 }
 

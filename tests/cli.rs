@@ -32,8 +32,12 @@ mod identity;
 mod loops;
 #[path = "e2e/merged_results.rs"]
 mod merged_results;
+#[path = "e2e/merge_request.rs"]
+mod merge_request;
 #[path = "e2e/mr_report.rs"]
 mod mr_report;
+#[path = "e2e/newcomer.rs"]
+mod newcomer;
 #[path = "e2e/outages.rs"]
 mod outages;
 #[path = "e2e/paid_once.rs"]
@@ -46,6 +50,8 @@ mod properties;
 mod reliability;
 #[path = "e2e/retries.rs"]
 mod retries;
+#[path = "e2e/sandbox.rs"]
+mod sandbox;
 #[path = "e2e/scheduler.rs"]
 mod scheduler;
 #[path = "e2e/state_layout.rs"]
@@ -1158,8 +1164,10 @@ fn a_first_run_without_a_head_is_a_setup_error_and_saves_nothing() {
         format!(
             "error: git log in `{}` failed: fatal: bad revision 'does-not-exist'; the branch or \
              revision `does-not-exist` does not exist here (mistyped, deleted, or not fetched): \
-             check `--branch` / `SENTINEL_BRANCH` (nothing was saved)",
-            sb.repo.root.display()
+             check `--branch` / `SENTINEL_BRANCH` (the state was not saved; only its lock `{}` \
+             was written)",
+            sb.repo.root.display(),
+            sb.lock().display()
         )
     );
     assert!(!sb.state.exists() && !sb.journal().exists());
@@ -1181,7 +1189,13 @@ fn loud(sb: &Sandbox, run: util::Run, fix: &str) -> String {
     let line = out.stderr_line().to_string();
     assert!(line.starts_with("error: "), "{line}");
     assert!(line.contains(fix), "{line} does not name {fix}");
-    assert!(line.ends_with("(nothing was saved)"), "{line}");
+    assert!(
+        line.ends_with(&format!(
+            "(the state was not saved; only its lock `{}` was written)",
+            sb.lock().display()
+        )),
+        "{line}"
+    );
     assert_eq!(snapshot(&sb.state), before, "the state changed");
     assert!(!sb.journal().exists(), "a no-op was counted");
     assert!(
@@ -1325,7 +1339,7 @@ fn evidence_version_is_part_of_every_fingerprint() {
 
     let out = sb.explain(&p("a.js"), true);
     expect_code(&out, 0);
-    assert_eq!(out.json()["verdict"], "changed: evidence differ");
+    assert_eq!(out.json()["verdict"], "changed: evidence differs");
 
     let report = tick(&sb, &at(2), &[], 13);
     assert_eq!(
@@ -1434,7 +1448,7 @@ fn explain_a_committed_but_unticked_change_names_the_part_that_differs() {
     let out = sb.explain(&p("a.js"), false);
     expect_code(&out, 0);
     assert!(
-        out.stdout.contains("\nverdict: changed: content differ\n"),
+        out.stdout.contains("\nverdict: changed: content differs\n"),
         "{}",
         out.stdout
     );
@@ -1443,7 +1457,7 @@ fn explain_a_committed_but_unticked_change_names_the_part_that_differs() {
         .lines()
         .find(|l| l.starts_with("│ content "))
         .unwrap_or_else(|| panic!("no content row:\n{}", out.stdout));
-    assert!(row.contains("differs"), "{row}");
+    assert!(row.trim_end().ends_with("│ yes     │"), "{row}");
 
     let differing = |file: &str| -> (String, Vec<String>) {
         let out = sb.explain(&p(file), true);
@@ -1460,7 +1474,7 @@ fn explain_a_committed_but_unticked_change_names_the_part_that_differs() {
     };
     assert_eq!(
         differing("a.js"),
-        ("changed: content differ".into(), vec!["content".into()])
+        ("changed: content differs".into(), vec!["content".into()])
     );
     assert_eq!(
         differing("b.js"),

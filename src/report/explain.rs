@@ -70,7 +70,7 @@ pub fn explain(
             current.unresolved.join(", ")
         ),
         (Some(_), Some(_), _) if !differing.is_empty() => {
-            format!("changed: {} differ", differing.join(", "))
+            format!("changed: {}", differ(&differing))
         }
         _ if by_advisor.is_some() => by_advisor.unwrap_or_default(),
         (Some(_), Some(_), Some(d)) if !d.outcome.is_reusable() => format!(
@@ -130,6 +130,17 @@ fn stands_not(
     }
 }
 
+/// `content differs`, `dependencies differ`, `content and risk differ`,
+/// `a, b and c differ`: the verb agrees with its subject.
+fn differ(parts: &[&str]) -> String {
+    match parts {
+        ["dependencies"] => "dependencies differ".into(),
+        [one] => format!("{one} differs"),
+        [rest @ .., last] => format!("{} and {last} differ", rest.join(", ")),
+        [] => String::new(),
+    }
+}
+
 /// Plain-text form of an explanation.
 pub fn render(e: &Explanation) -> String {
     use std::fmt::Write;
@@ -148,17 +159,13 @@ pub fn render(e: &Explanation) -> String {
     );
     if !e.parts.is_empty() {
         let mut b = tabled::builder::Builder::default();
-        b.push_record(["part", "remembered", "current", ""]);
+        b.push_record(["part", "remembered", "current", "differs"]);
         for p in &e.parts {
             b.push_record([
                 p.part.to_string(),
                 t(&p.remembered),
                 t(p.current.as_deref().unwrap_or("-")),
-                if p.differs {
-                    "differs".into()
-                } else {
-                    String::new()
-                },
+                if p.differs { "yes" } else { "no" }.to_string(),
             ]);
         }
         let mut t = b.build();
@@ -173,7 +180,7 @@ pub fn render(e: &Explanation) -> String {
                 d.outcome.as_str(),
                 t(&d.reason),
                 t(d.by.as_deref().unwrap_or("-")),
-                d.ts.to_rfc3339()
+                super::stats::secs(&d.ts)
             );
         }
         None => {
@@ -189,4 +196,17 @@ pub fn render(e: &Explanation) -> String {
         let _ = writeln!(out, "local dependencies: {}", t(&e.deps.join(", ")));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_verdict_agrees_with_the_parts_that_differ() {
+        assert_eq!(differ(&["content"]), "content differs");
+        assert_eq!(differ(&["dependencies"]), "dependencies differ");
+        assert_eq!(differ(&["content", "risk"]), "content and risk differ");
+        assert_eq!(differ(&["a", "b", "c"]), "a, b and c differ");
+    }
 }

@@ -37,8 +37,10 @@ pub struct OutageStats {
     /// Outage ticks in a row up to the last tick; 0 once a head lookup answered.
     pub consecutive: u64,
     /// The first tick of that run.
+    #[serde(serialize_with = "secs_opt")]
     pub since: Option<DateTime<Utc>>,
     /// The last outage tick.
+    #[serde(serialize_with = "secs_opt")]
     pub last: Option<DateTime<Utc>>,
     /// Outage ticks that learned nothing and wrote only a journal line, not
     /// yet folded into the state.
@@ -63,6 +65,7 @@ pub struct NoveltyStats {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CircuitStats {
     pub class: String,
+    #[serde(serialize_with = "secs_one")]
     pub until: DateTime<Utc>,
     pub open: bool,
     pub reason: String,
@@ -96,6 +99,7 @@ pub struct LlmStats {
     /// Held, deferred or failed files waiting to be asked again.
     pub waiting: u64,
     /// The earliest time one of them is asked again.
+    #[serde(serialize_with = "secs_opt")]
     pub next_retry: Option<DateTime<Utc>>,
     /// Files that gave up after 5 failures at one fingerprint (`sentinel reset`).
     pub given_up: Vec<String>,
@@ -107,6 +111,7 @@ pub struct LlmStats {
 pub struct ReviewStats {
     /// The next file due for review and when.
     pub next_path: Option<String>,
+    #[serde(serialize_with = "secs_opt")]
     pub next_at: Option<DateTime<Utc>>,
     /// Files with a review schedule, by interval in days.
     pub by_interval_days: BTreeMap<u32, u64>,
@@ -145,6 +150,23 @@ pub struct BillStats {
     pub advisories: Vec<crate::gate::costs::Advisory>,
     /// Measured real cost per call of models without a price (`costs --calibrate`).
     pub calibrated: BTreeMap<String, f64>,
+}
+
+/// A time as `stats` shows it, in tables and JSON alike: to the second,
+/// UTC spelled `Z`.
+pub fn secs(t: &DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+fn secs_one<S: serde::Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&secs(t))
+}
+
+fn secs_opt<S: serde::Serializer>(t: &Option<DateTime<Utc>>, s: S) -> Result<S::Ok, S::Error> {
+    match t {
+        Some(t) => s.serialize_str(&secs(t)),
+        None => s.serialize_none(),
+    }
 }
 
 fn ratio(part: u64, whole: u64) -> Option<f64> {
@@ -311,15 +333,34 @@ fn opt<T: ToString>(v: &Option<T>) -> String {
     v.as_ref().map_or_else(|| "-".to_string(), T::to_string)
 }
 
+/// The widest a `stats` table is: a 100-column terminal.
+pub const TABLE_WIDTH: usize = 100;
+
+/// A two-column table no wider than `TABLE_WIDTH`: a long value (a
+/// circuit's advice, a list of files) wraps at word boundaries.
 fn table(title: &str, rows: Vec<(String, String)>) -> String {
+    let cell = |s: &str| super::escape::terminal(s).into_owned();
+    let rows: Vec<(String, String)> = rows.iter().map(|(k, v)| (cell(k), cell(v))).collect();
+    let keys = rows
+        .iter()
+        .map(|(k, _)| k.chars().count())
+        .chain([title.chars().count()])
+        .max()
+        .unwrap_or(0);
     let mut b = Builder::default();
     b.push_record([title.to_string(), String::new()]);
     for (k, v) in rows {
-        let cell = |s: String| super::escape::terminal(&s).into_owned();
-        b.push_record([cell(k), cell(v)]);
+        b.push_record([k, v]);
     }
     let mut t = b.build();
     t.with(Style::rounded().remove_horizontals());
+    // Only the values wrap: the names stay whole. 7 columns are borders
+    // and padding (`│ `, ` │ `, ` │`).
+    let values = TABLE_WIDTH.saturating_sub(keys + 7).max(20);
+    t.with(
+        tabled::settings::Modify::new(tabled::settings::object::Columns::one(1))
+            .with(tabled::settings::Width::wrap(values).keep_words(true)),
+    );
     t.to_string()
 }
 
@@ -370,12 +411,7 @@ fn wake_rows(w: &WakeStats) -> Vec<(String, String)> {
 
 /// The outages' rows: the source's, as the head lookups saw them.
 fn outage_rows(o: &OutageStats) -> Vec<(String, String)> {
-    let time = |t: &Option<DateTime<Utc>>| {
-        t.map_or_else(
-            || "-".to_string(),
-            |t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-        )
-    };
+    let time = |t: &Option<DateTime<Utc>>| t.as_ref().map_or_else(|| "-".to_string(), secs);
     vec![
         ("outage_ticks".to_string(), o.ticks.to_string()),
         ("consecutive".into(), o.consecutive.to_string()),
@@ -451,12 +487,7 @@ fn advisor_rows(l: &LlmStats) -> Vec<(String, String)> {
     match &l.circuit {
         Some(c) if c.open => rows.push((
             "circuit".into(),
-            format!(
-                "open: {} until {} ({})",
-                c.class,
-                c.until.to_rfc3339(),
-                c.advice
-            ),
+            format!("open: {} until {} ({})", c.class, secs(&c.until), c.advice),
         )),
         _ => rows.push(("circuit".into(), "closed".into())),
     }
@@ -480,7 +511,7 @@ fn advisor_rows(l: &LlmStats) -> Vec<(String, String)> {
             "waiting".into(),
             match &l.next_retry {
                 Some(t) if l.waiting > 0 => {
-                    format!("{} (next asked at {})", l.waiting, t.to_rfc3339())
+                    format!("{} (next asked at {})", l.waiting, secs(t))
                 }
                 _ => l.waiting.to_string(),
             },
@@ -531,7 +562,7 @@ fn lifecycle_rows(lifecycle: &BTreeMap<String, u64>, r: &ReviewStats) -> Vec<(St
     rows.push((
         "next review".into(),
         match (&r.next_path, &r.next_at) {
-            (Some(p), Some(at)) => format!("{p} at {}", at.to_rfc3339()),
+            (Some(p), Some(at)) => format!("{p} at {}", secs(at)),
             _ => "-".into(),
         },
     ));

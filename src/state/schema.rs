@@ -294,6 +294,22 @@ pub struct Proposal {
     pub patch_pending: Option<String>,
 }
 
+/// The sandbox branch as last built (see `patch::sandbox`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct SandboxChain {
+    /// The watched tip the sandbox starts from.
+    pub base: String,
+    /// Its commits, oldest first: (path, commit), one per open proposal.
+    pub commits: Vec<(String, String)>,
+    /// The merge request kept for it (`--merge-request`), by iid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merge_request: Option<u64>,
+    /// Hash of that merge request's description as last sent: it is
+    /// edited only when the open proposals change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub described: Option<String>,
+}
+
 /// The advisor's memory: its circuit, its budget, its open proposals.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct LlmState {
@@ -322,6 +338,11 @@ pub struct LlmState {
     /// Hash of the dashboard as last published (without its health line).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dashboard_hash: Option<String>,
+    /// The sandbox branch as last built: the watched tip it starts from and
+    /// one commit per open proposal, so a wake rebuilds it only when either
+    /// changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxChain>,
     /// How much of the decision journal this state holds (see `decisions`).
     #[serde(default, skip_serializing_if = "crate::state::decisions::unmarked")]
     pub decisions: JournalMark,

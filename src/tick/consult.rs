@@ -75,7 +75,7 @@ impl Work<'_> {
         );
         // A command that cannot run at all is a setup error, not a file's fate.
         if let Some(e) = advisor.fatal() {
-            anyhow::bail!("{e} (nothing was saved)");
+            anyhow::bail!("{e} {}", self.not_saved());
         }
         let before = state.llm.budget.clone();
         settle(state, &settings, &call, reserve, &model, self.cfg.now);
@@ -288,7 +288,11 @@ impl Work<'_> {
         let target = format!("{path} on {}", patcher.target());
         // The reason is the model's or the agent's: redacted before it is cut
         // and committed, so no piece of a secret survives the cut.
-        let message = crate::patch::commit_message(path, &crate::redact::text(&proposal.reason));
+        let message = crate::patch::commit_message(
+            path,
+            &crate::redact::text(&proposal.reason),
+            &proposal.fingerprint,
+        );
         let result = match intent {
             Ok(()) => patcher.commit(path, &content, &message),
             Err(why) => Err(format!("not committed: {why}")),
@@ -302,6 +306,7 @@ impl Work<'_> {
                     detail: format!("commit {commit}"),
                 });
                 self.committed(path, &content, &commit);
+                self.sandbox_added.push((path.to_string(), commit.clone()));
                 proposal.patch_commit = Some(commit);
                 proposal.patch_pending = None;
             }

@@ -163,11 +163,12 @@ pub(super) fn look(
     // Before anything is remembered, an unknown head is a setup problem, not
     // a hiccup: waking on it every tick would hide it behind exit codes.
     if let Err(SourceError::Config(e)) = &head {
-        anyhow::bail!("{e} (nothing was saved)");
+        anyhow::bail!("{e} {}", super::not_saved(cfg));
     }
     if let (Reason::FirstRun, Err(e)) = (verdict.reason, &head) {
         anyhow::bail!(
-            "cannot find the latest commit of the watched path: {e}; check --repo, --branch and --path (nothing was saved)"
+            "cannot find the latest commit of the watched path: {e}; check --repo, --branch and --path {}",
+            super::not_saved(cfg)
         );
     }
     Ok(Look {

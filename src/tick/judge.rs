@@ -3,9 +3,9 @@
 
 use anyhow::Result;
 
+use super::Work;
 use super::facts::{fingerprint_of, read_facts, status_of};
 use super::report::FileReport;
-use super::{Work, fatal};
 use crate::gate::deps;
 use crate::gate::lifecycle::{self, Status};
 use crate::gate::novelty::{self, Novelty};
@@ -426,7 +426,7 @@ impl Work<'_> {
                 Ok(Ok((f, b)))
             }
             Err(e) => {
-                let e = fatal(e)?;
+                let e = self.fatal(e)?;
                 self.source_down = Some(e.to_string());
                 Ok(Err(e))
             }

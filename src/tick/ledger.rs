@@ -68,6 +68,8 @@ pub(super) struct Ledger {
     /// Why no entry can be written: the first write that failed.
     down: Option<String>,
     replayed: u64,
+    /// Entries this tick appended.
+    pub(super) written: u64,
 }
 
 impl Ledger {
@@ -154,6 +156,7 @@ impl Ledger {
         match storage.decisions_append(self.epoch, &line) {
             Ok(()) => {
                 self.next_seq += 1;
+                self.written += 1;
                 self.exists = true;
                 Ok(())
             }

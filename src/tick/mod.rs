@@ -15,6 +15,7 @@ mod ledger;
 mod outage;
 mod plan;
 mod report;
+mod sandbox;
 mod save;
 mod waiting;
 
@@ -26,6 +27,7 @@ pub use facts::{
     review_due, status_of,
 };
 pub use report::{FileReport, ReportedVerdict, TickReport, short_id};
+pub use sandbox::{SandboxCommit, SandboxReport};
 
 use crate::exit;
 use crate::gate::autonomy::{self, Admission};
@@ -111,7 +113,7 @@ pub fn run(cfg: &TickConfig, fx: &mut Effects) -> Result<TickReport> {
     // A shard that could not be read would make its files look new: stop
     // before anything is judged (or paid for).
     if let Some(e) = state.files.error() {
-        anyhow::bail!("{e} (nothing was saved)");
+        anyhow::bail!("{e} {}", work.not_saved());
     }
     let queue = work.queue(&mut state, wanted);
     let files = work.judge(&mut state, &queue)?;
@@ -127,6 +129,7 @@ pub fn run(cfg: &TickConfig, fx: &mut Effects) -> Result<TickReport> {
         cfg.dry_run,
     );
     report.writes = done.writes;
+    report.sandbox = done.sandbox;
     report.notes = notes;
     report.outage = (look.verdict.reason == Reason::ShaUnavailable).then_some(state.outage);
     let publisher = fx.publisher.as_deref_mut().map(|p| p as &mut dyn Publisher);
@@ -144,9 +147,7 @@ pub fn run(cfg: &TickConfig, fx: &mut Effects) -> Result<TickReport> {
     report.llm_calls = done.llm_calls;
     report.advisor = if cfg.advisor.is_some() { "on" } else { "off" };
     if cfg.advisor.is_none() && report.counts.contains_key("needs_review") {
-        report.notes.push(
-            "advisor off: set OPENAI_API_KEY to have a model judge the needs_review files".into(),
-        );
+        report.notes.push(ADVISOR_HINT.into());
     }
     report.file_reads = done.reads;
     report.fresh_evaluations = done.fresh;
@@ -175,6 +176,8 @@ struct Work<'a> {
     ledger: ledger::Ledger,
     /// Writes made while judging (patches), for the report.
     writes: Vec<WriteLog>,
+    /// Sandbox commits of this tick, in the order they were made.
+    sandbox_added: Vec<(String, String)>,
     evidence: &'a str,
     fresh: u64,
     reads: u64,
@@ -196,6 +199,7 @@ struct Work<'a> {
 /// What the working stages hand over to save and report.
 struct Done {
     writes: Vec<WriteLog>,
+    sandbox: Option<SandboxReport>,
     notes: Vec<String>,
     llm_calls: u64,
     slept_ms: Vec<u64>,
@@ -203,13 +207,58 @@ struct Done {
     reads: u64,
 }
 
-/// A configuration error ends the tick; anything else is noted and the tick goes on.
-fn fatal(e: SourceError) -> Result<SourceError> {
-    match e {
-        SourceError::Config(msg) => Err(anyhow::anyhow!("{msg} (nothing was saved)")),
-        other => Ok(other),
+impl Work<'_> {
+    /// A configuration error ends the tick; anything else is noted and the tick goes on.
+    fn fatal(&self, e: SourceError) -> Result<SourceError> {
+        match e {
+            SourceError::Config(msg) => Err(anyhow::anyhow!("{msg} {}", self.not_saved())),
+            other => Ok(other),
+        }
+    }
+
+    /// `not_saved`, with what judging wrote before the tick stopped: the
+    /// decision journal's entries (the next tick replays them) and the
+    /// agent's worktree.
+    fn not_saved(&self) -> String {
+        let written = self.ledger.written;
+        let agent =
+            self.consulted > 0 && self.cfg.advisor.as_ref().is_some_and(|a| a.id == "agent");
+        if self.cfg.dry_run || (written == 0 && !agent) {
+            return not_saved(self.cfg);
+        }
+        let mut what = vec![format!(
+            "its lock `{}`",
+            crate::state::store::sidecar(&self.cfg.state, ".lock").display()
+        )];
+        if written > 0 {
+            what.push(format!(
+                "{written} entr{} of the decision journal `{}`, which the next tick replays",
+                if written == 1 { "y" } else { "ies" },
+                crate::state::store::sidecar(&self.cfg.state, ".decisions").display()
+            ));
+        }
+        if agent {
+            what.push("the agent's worktree".into());
+        }
+        format!("(the state was not saved; written: {})", what.join(", "))
     }
 }
+
+/// What a tick that stops on a setup error wrote, said exactly: the state
+/// is untouched, and only the lock (with its directory) was created.
+pub(crate) fn not_saved(cfg: &TickConfig) -> String {
+    if cfg.dry_run {
+        return "(a dry run: nothing was written)".into();
+    }
+    format!(
+        "(the state was not saved; only its lock `{}` was written)",
+        crate::state::store::sidecar(&cfg.state, ".lock").display()
+    )
+}
+
+/// The hint a tick adds when it handed files over because no key was set.
+pub const ADVISOR_HINT: &str =
+    "advisor off: set OPENAI_API_KEY to have a model judge the needs_review files";
 
 impl<'a> Work<'a> {
     /// Patches only when asked for and never on a dry run; the advisor only
@@ -243,6 +292,7 @@ impl<'a> Work<'a> {
             storage: &mut *fx.storage,
             ledger: ledger::Ledger::default(),
             writes: Vec::new(),
+            sandbox_added: Vec::new(),
             evidence: &cfg.evidence,
             fresh: 0,
             reads: 0,
@@ -304,6 +354,7 @@ impl Work<'_> {
             ));
         }
         self.retry_patches(state);
+        let sandbox = self.follow_sandbox(state);
         self.close_ledger(state, files);
         let llm_calls = self.advisor.as_ref().map_or(0, |a| a.calls());
         state.llm.attempts += llm_calls;
@@ -311,6 +362,7 @@ impl Work<'_> {
         state.novelty.file_reads += self.reads;
         Done {
             writes: self.writes,
+            sandbox,
             notes: self.notes,
             llm_calls,
             slept_ms: self

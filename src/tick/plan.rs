@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use anyhow::Result;
 use chrono::{DateTime, Utc};
 
-use super::{Work, fatal};
+use super::Work;
 use crate::gate::observation;
 use crate::gate::retry;
 use crate::gate::wake::{Detail, Reason, Verdict};
@@ -130,7 +130,7 @@ impl Work<'_> {
                 Ok(Some(self.sync(state, listing)))
             }
             Err(e) => {
-                let e = fatal(e)?;
+                let e = self.fatal(e)?;
                 self.notes.push(format!("listing failed: {e}"));
                 self.listing_failed = true;
                 Ok(None)
@@ -144,7 +144,7 @@ impl Work<'_> {
         let changed = match self.source.changes(from, to) {
             Ok(changes) => Some(apply_changes(state, changes, self.cfg.now)),
             Err(e) => {
-                let e = fatal(e)?;
+                let e = self.fatal(e)?;
                 self.notes
                     .push(format!("compare failed ({e}); fell back to the listing"));
                 self.list(state, to)?
@@ -190,7 +190,7 @@ impl Work<'_> {
         let reverts = match self.source.reverts(from, to) {
             Ok(r) => r,
             Err(e) => {
-                let e = fatal(e)?;
+                let e = self.fatal(e)?;
                 self.notes.push(format!("rollback lookup failed: {e}"));
                 return Ok(());
             }

@@ -81,6 +81,10 @@ pub struct TickReport {
     /// Every write of this tick: what was written where (empty when
     /// nothing was written).
     pub writes: Vec<WriteLog>,
+    /// The sandbox branch after this tick (patches on, a proposal open or
+    /// just closed): its base on the watched branch and its commits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<super::SandboxReport>,
     pub file_reads: u64,
     pub fresh_evaluations: u64,
     pub state_written: bool,
@@ -108,6 +112,7 @@ impl TickReport {
             advisor: "off",
             llm_calls: 0,
             writes: Vec::new(),
+            sandbox: None,
             file_reads: 0,
             fresh_evaluations: 0,
             state_written: false,

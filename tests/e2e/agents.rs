@@ -302,7 +302,8 @@ fn an_agent_that_commits_never_wakes_sentinel_with_its_own_commits() {
         subjects.lines().collect::<Vec<_>>(),
         ["a person edits c", "initial files"]
     );
-    // The agent's work is on the sandbox branch, one commit per file it rewrote.
+    // The agent's work is on the sandbox branch, rebuilt on the person's
+    // commit: one commit per open proposal, the superseded one of c.js gone.
     let sandbox = sb
         .repo
         .git(&["log", "--format=%s", "refs/heads/sentinel-sandbox"]);
@@ -310,7 +311,7 @@ fn an_agent_that_commits_never_wakes_sentinel_with_its_own_commits() {
         .lines()
         .filter(|s| s.starts_with("sentinel: proposed change to"))
         .count();
-    assert_eq!(agent_commits, 6, "{sandbox}");
+    assert_eq!(agent_commits, 5, "{sandbox}");
     let c = sb.repo.git(&[
         "show",
         &format!("refs/heads/sentinel-sandbox:{WATCHED}/c.js"),

@@ -1218,8 +1218,9 @@ fn gitlab_a_redirect_of_a_file_read_to_another_host_is_not_followed_and_nothing_
     assert_eq!(
         out.stderr_line(),
         format!(
-            "error: GitLab redirected to another host ({}); the token is not sent there: set SENTINEL_GITLAB_URL to the new address (nothing was saved)",
-            other.origin()
+            "error: GitLab redirected to another host ({}); the token is not sent there: set SENTINEL_GITLAB_URL to the new address (the state was not saved; only its lock `{}` was written)",
+            other.origin(),
+            sb.lock().display()
         )
     );
     assert_eq!(other.requests().len(), 0, "the redirect was followed");

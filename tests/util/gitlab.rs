@@ -25,6 +25,9 @@ use serde_json::{Value, json};
 use super::http::{self, Request, Server, lock};
 use super::{Run, Sandbox, WATCHED};
 
+#[path = "gitlab_mr.rs"]
+mod merge_requests;
+
 /// The project's path, as `--project` names it.
 pub const PROJECT: &str = "group/project";
 /// The project's numeric id (also accepted in URLs).
@@ -119,6 +122,10 @@ pub enum Endpoint {
     /// `Commits`, but a reply queued here answers the POST alone, not the
     /// head lookup's GET.
     CreateCommit,
+    /// `GET|POST /projects/:id/merge_requests` (`--merge-request`).
+    MergeRequests,
+    /// `GET|PUT /projects/:id/merge_requests/:iid`.
+    MergeRequest,
     /// Anything else (answered 404 like GitLab's router).
     Unknown,
 }
@@ -261,6 +268,8 @@ struct Shared {
     issues: Mutex<Vec<Value>>,
     /// The body of the request being answered (only issue writes have one).
     body: Mutex<Vec<u8>>,
+    /// Merge requests created through the API, in order.
+    merge_requests: Mutex<Vec<Value>>,
 }
 
 struct Settings {
@@ -297,6 +306,7 @@ impl FakeGitLab {
             request_ids: AtomicU64::new(0),
             issues: Mutex::new(Vec::new()),
             body: Mutex::new(Vec::new()),
+            merge_requests: Mutex::new(Vec::new()),
         });
         let inner = shared.clone();
         let server = Server::start("fake GitLab", listener, shutdown, move |req, conn, out| {
@@ -603,6 +613,8 @@ fn route(segments: &[String]) -> Endpoint {
         ["api", "v4", "projects", _] => Endpoint::Project,
         ["api", "v4", "projects", _, "issues"] => Endpoint::Issues,
         ["api", "v4", "projects", _, "issues", _] => Endpoint::Issue,
+        ["api", "v4", "projects", _, "merge_requests"] => Endpoint::MergeRequests,
+        ["api", "v4", "projects", _, "merge_requests", _] => Endpoint::MergeRequest,
         ["api", "v4", "projects", _, "repository", ref rest @ ..] => match rest {
             ["commits"] => Endpoint::Commits,
             ["branches", _] => Endpoint::Branch,
@@ -628,8 +640,10 @@ impl Shared {
         if call.endpoint == Endpoint::Unknown {
             return Response::error(404, "404-route.json");
         }
-        let issue_write = (matches!(call.endpoint, Endpoint::Issues | Endpoint::Issue)
-            && matches!(call.req.method.as_str(), "POST" | "PUT"))
+        let issue_write = (matches!(
+            call.endpoint,
+            Endpoint::Issues | Endpoint::Issue | Endpoint::MergeRequests | Endpoint::MergeRequest
+        ) && matches!(call.req.method.as_str(), "POST" | "PUT"))
             || (call.endpoint == Endpoint::Commits && call.req.method == "POST");
         if !matches!(call.req.method.as_str(), "GET" | "HEAD") && !issue_write {
             return Response::error(404, "404-route.json");
@@ -667,6 +681,7 @@ impl Shared {
             Endpoint::Compare => self.compare(call),
             Endpoint::File | Endpoint::FileRaw => self.file(call),
             Endpoint::Issues | Endpoint::Issue => self.issues(call),
+            Endpoint::MergeRequests | Endpoint::MergeRequest => self.merge_requests(call),
             Endpoint::Unknown => unreachable!(),
         }
     }
@@ -682,7 +697,8 @@ impl Shared {
             .map(|o| o.status.success())
             .unwrap_or(false);
         if found {
-            Response::json(200, &json!({ "name": name }))
+            let tip = self.git_out(&["rev-parse", &format!("refs/heads/{name}")], None, None);
+            Response::json(200, &json!({ "name": name, "commit": { "id": tip } }))
         } else {
             Response::error(404, "404-route.json")
         }
@@ -698,7 +714,24 @@ impl Shared {
         let body: Value = serde_json::from_slice(&lock(&self.body)).unwrap_or(Value::Null);
         let branch = format!("refs/heads/{}", body["branch"].as_str().unwrap_or(""));
         let previous = self.git_out(&["rev-parse", "--verify", "-q", &branch], None, None);
+        // `force` replaces the branch with a commit on `start_sha` or
+        // `start_branch`, as GitLab's commits API documents.
+        let forced = body["force"] == true;
+        let start = body["start_sha"].as_str().map(str::to_string).or_else(|| {
+            body["start_branch"]
+                .as_str()
+                .map(|b| format!("refs/heads/{b}"))
+        });
         let parent = match (&previous, body["start_branch"].as_str()) {
+            _ if forced && start.is_some() => {
+                let at = format!("{}^{{commit}}", start.clone().unwrap_or_default());
+                match self.git_out(&["rev-parse", "--verify", "-q", &at], None, None) {
+                    Some(p) => p,
+                    None => {
+                        return Response::json(400, &json!({"message": "start does not exist"}));
+                    }
+                }
+            }
             (Some(p), _) => p.clone(),
             (None, Some(start)) => {
                 match self.git_out(

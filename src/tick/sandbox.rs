@@ -1,0 +1,304 @@
+//! The sandbox follows the watched branch (invariant 23): after judging, a
+//! wake with open proposals makes the sandbox the watched tip plus one
+//! commit per open proposal, rebuilt only when the tip or that set changed.
+
+use serde::Serialize;
+
+use super::{Work, short_id};
+use crate::patch::Carried;
+use crate::publish::WriteLog;
+use crate::state::{SandboxChain, State};
+
+/// What the sandbox holds after this tick, for `--json`.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct SandboxReport {
+    /// Where: the branch, and the clone or project.
+    pub target: String,
+    /// The watched commit it starts from.
+    pub base: String,
+    /// One commit per open proposal, oldest first.
+    pub commits: Vec<SandboxCommit>,
+    /// Whether this tick rebuilt it on a new tip or a changed set.
+    pub rebuilt: bool,
+    /// Commits this tick made for new proposals.
+    pub added: usize,
+    /// The command that takes the proposals, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub merge: Option<String>,
+    /// What this tick did to the merge request (`--merge-request`), when
+    /// it did anything.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub merge_request: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct SandboxCommit {
+    pub path: String,
+    pub commit: String,
+}
+
+/// The open proposals the sandbox should carry, as (path, commit): those it
+/// carries already in their order, then the commits of this tick, then any
+/// other (a state from before the sandbox followed the tip), oldest first.
+fn wanted(state: &State, added: &[(String, String)]) -> Vec<(String, String)> {
+    let open = |path: &str, commit: &str| {
+        state.files.contains_key(path)
+            && state
+                .llm
+                .proposals
+                .get(path)
+                .is_some_and(|p| !p.stale && p.patch_commit.as_deref() == Some(commit))
+    };
+    let mut out: Vec<(String, String)> = Vec::new();
+    let carried = state.llm.sandbox.iter().flat_map(|c| c.commits.iter());
+    for (path, commit) in carried.chain(added) {
+        if open(path, commit) && !out.iter().any(|(p, _)| p == path) {
+            out.push((path.clone(), commit.clone()));
+        }
+    }
+    let mut rest: Vec<_> = state
+        .llm
+        .proposals
+        .iter()
+        .filter_map(|(path, p)| Some((p.ts, path, p.patch_commit.as_ref()?)))
+        .filter(|(_, path, commit)| open(path, commit) && !out.iter().any(|(p, _)| p == *path))
+        .collect();
+    rest.sort();
+    out.extend(rest.into_iter().map(|(_, p, c)| (p.clone(), c.clone())));
+    out
+}
+
+impl Work<'_> {
+    /// Make the sandbox follow the watched tip; a failure is reported and
+    /// the next wake tries again.
+    pub(super) fn follow_sandbox(&mut self, state: &mut State) -> Option<SandboxReport> {
+        let added = std::mem::take(&mut self.sandbox_added);
+        let patcher = self.patcher.as_mut()?;
+        let want = wanted(state, &added);
+        let had = state
+            .llm
+            .sandbox
+            .as_ref()
+            .is_some_and(|c| !c.commits.is_empty());
+        if want.is_empty() && !had {
+            return None;
+        }
+        let target = patcher.target();
+        let fail = |detail: String| WriteLog {
+            kind: "sandbox",
+            target: target.clone(),
+            ok: false,
+            detail,
+        };
+        let base = match patcher.watched_tip() {
+            Ok(Some(tip)) => tip,
+            Ok(None) => return None,
+            Err(why) => {
+                self.writes.push(fail(format!(
+                    "cannot find the watched tip to rebuild on: {why}; tried again on the next wake"
+                )));
+                return None;
+            }
+        };
+        let as_built = state.llm.sandbox.as_ref().filter(|c| c.base == base);
+        let unchanged = as_built.is_some_and(|c| {
+            c.commits
+                .iter()
+                .chain(added.iter())
+                .cloned()
+                .collect::<Vec<_>>()
+                == want
+        });
+        let commits = if unchanged {
+            want
+        } else {
+            let chain: Vec<Carried> = want
+                .iter()
+                .map(|(path, from)| Carried {
+                    path: path.clone(),
+                    from: from.clone(),
+                    message: message(state, path),
+                })
+                .collect();
+            match patcher.rebuild(&base, &chain) {
+                Ok(made) => self.rebuilt(state, want, made),
+                Err(why) => {
+                    self.writes.push(fail(format!(
+                        "not rebuilt on {}: {why}; tried again on the next wake",
+                        short_id(&base)
+                    )));
+                    return None;
+                }
+            }
+        };
+        let report = SandboxReport {
+            target: target.clone(),
+            base: base.clone(),
+            commits: commits
+                .iter()
+                .map(|(path, commit)| SandboxCommit {
+                    path: path.clone(),
+                    commit: commit.clone(),
+                })
+                .collect(),
+            rebuilt: !unchanged,
+            added: added.len(),
+            merge: self.patcher.as_ref().and_then(|p| p.merge_hint()),
+            merge_request: None,
+        };
+        let kept = state.llm.sandbox.take().unwrap_or_default();
+        state.llm.sandbox = Some(SandboxChain {
+            base,
+            commits,
+            ..kept
+        });
+        let mut report = report;
+        report.merge_request = self.review(state);
+        if report.rebuilt {
+            self.writes.push(WriteLog {
+                kind: "sandbox",
+                target,
+                ok: true,
+                detail: describe(&report),
+            });
+        }
+        if report.rebuilt || report.added > 0 {
+            self.notes.push(note(&report));
+        }
+        Some(report)
+    }
+
+    /// Open, edit or close the merge request when the open proposals
+    /// changed since its description was sent; what was done, if anything.
+    fn review(&mut self, state: &mut State) -> Option<String> {
+        use crate::patch::merge_request::{Listed, description, title};
+        let chain = state.llm.sandbox.as_ref()?;
+        let listed: Vec<Listed> = chain
+            .commits
+            .iter()
+            .filter_map(|(path, _)| {
+                let proposal = state.llm.proposals.get(path)?;
+                Some(Listed { path, proposal })
+            })
+            .collect();
+        let page = (!listed.is_empty()).then(|| description(&listed));
+        let hash = page.as_deref().map(|p| super::content_hash(p.as_bytes()));
+        let unchanged = match &page {
+            Some(_) => chain.merge_request.is_some() && chain.described == hash,
+            None => chain.merge_request.is_none(),
+        };
+        if unchanged {
+            return None;
+        }
+        let known = chain.merge_request;
+        let patcher = self.patcher.as_mut()?;
+        let target = patcher.target();
+        let result = patcher.review(known, &title(listed.len()), page.as_deref());
+        let chain = state.llm.sandbox.as_mut()?;
+        let done = match result {
+            Ok(None) => return None,
+            Ok(Some(review)) => review,
+            Err(why) => {
+                self.writes.push(WriteLog {
+                    kind: "merge_request",
+                    target,
+                    ok: false,
+                    detail: why,
+                });
+                return None;
+            }
+        };
+        use crate::patch::Review;
+        let detail = match &done {
+            Review::Opened(iid, url) => format!("opened !{iid} {url}"),
+            Review::Edited(iid, url) => format!("edited !{iid} {url}"),
+            Review::Closed(iid) => format!("closed !{iid}: no proposal is open"),
+            Review::Gone => "none open to close".to_string(),
+        };
+        (chain.merge_request, chain.described) = match done {
+            Review::Opened(iid, _) | Review::Edited(iid, _) => (Some(iid), hash),
+            Review::Closed(_) | Review::Gone => (None, None),
+        };
+        self.writes.push(WriteLog {
+            kind: "merge_request",
+            target,
+            ok: true,
+            detail: detail.clone(),
+        });
+        self.notes.push(format!("merge request {detail}"));
+        Some(detail)
+    }
+
+    /// Take the rebuilt commits into the proposals; a proposal whose
+    /// content the tip already holds has nothing left to propose.
+    fn rebuilt(
+        &mut self,
+        state: &mut State,
+        want: Vec<(String, String)>,
+        made: Vec<Option<String>>,
+    ) -> Vec<(String, String)> {
+        let mut commits = Vec::new();
+        for ((path, _), new) in want.into_iter().zip(made) {
+            let Some(p) = state.llm.proposals.get_mut(&path) else {
+                continue;
+            };
+            match new {
+                Some(commit) => {
+                    p.patch_commit = Some(commit.clone());
+                    commits.push((path, commit));
+                }
+                None => {
+                    p.stale = true;
+                    self.notes.push(format!(
+                        "`{}`: the watched branch already holds the proposed content; its proposal is closed",
+                        crate::report::escape::terminal(&path)
+                    ));
+                }
+            }
+        }
+        commits
+    }
+}
+
+/// The commit message of a proposal carried to a rebuilt sandbox.
+fn message(state: &State, path: &str) -> String {
+    let p = &state.llm.proposals[path];
+    crate::patch::commit_message(path, &crate::redact::text(&p.reason), &p.fingerprint)
+}
+
+fn describe(r: &SandboxReport) -> String {
+    let paths: Vec<&str> = r.commits.iter().map(|c| c.path.as_str()).collect();
+    let tip = r
+        .commits
+        .last()
+        .map_or(r.base.as_str(), |c| c.commit.as_str());
+    format!(
+        "rebuilt on {}: {} proposal commit(s){}{}, tip {}",
+        short_id(&r.base),
+        paths.len(),
+        if paths.is_empty() { "" } else { ": " },
+        paths.join(", "),
+        short_id(tip)
+    )
+}
+
+/// The tick line's part: what the sandbox holds now and how to take it.
+fn note(r: &SandboxReport) -> String {
+    let n = r.commits.len();
+    let mut line = format!(
+        "sandbox {} = {} + {n} proposal{}",
+        r.target,
+        short_id(&r.base),
+        if n == 1 { "" } else { "s" }
+    );
+    if r.added > 0 {
+        line.push_str(&format!(" ({} committed now)", r.added));
+    }
+    if r.rebuilt {
+        line.push_str(", rebuilt on the watched tip");
+    }
+    if let (Some(merge), true) = (&r.merge, n > 0) {
+        line.push_str(&format!(": `{merge}` takes them"));
+    }
+    line
+}
