@@ -3,6 +3,7 @@
 pub mod app;
 pub mod branch;
 pub mod cli;
+pub mod command;
 pub mod exit;
 pub mod gate;
 pub mod http;

@@ -64,6 +64,16 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
+/// What a summary asks of the rules above the state, which the state itself
+/// does not know: whether a `--lock` pattern matches a path, and when an
+/// unchanged record is next due for review under the locks. The tick hands
+/// them over (`Files::set_rules`), so the state layer imports nothing of it.
+#[derive(Clone, Copy)]
+pub struct Rules {
+    pub locked: fn(&str, &[String]) -> bool,
+    pub review_due: fn(&FileRecord, &str, &[String]) -> Option<DateTime<Utc>>,
+}
+
 /// Whether a fingerprint says the file's imports did not all resolve.
 pub fn deps_unknown(r: &FileRecord) -> bool {
     r.fingerprint
@@ -76,6 +86,7 @@ impl Summary {
     pub fn of<'a>(
         records: impl Iterator<Item = (&'a String, &'a FileRecord)>,
         locks: &[String],
+        rules: &Rules,
     ) -> Summary {
         let mut s = Summary::default();
         for (path, r) in records {
@@ -92,7 +103,7 @@ impl Summary {
                     _ => {}
                 }
             }
-            if let Some(at) = crate::tick::review_due(r, path, locks) {
+            if let Some(at) = (rules.review_due)(r, path, locks) {
                 let better = s
                     .review
                     .as_ref()
@@ -107,9 +118,7 @@ impl Summary {
             s.stuck += u64::from(r.stuck);
             let unknown = deps_unknown(r);
             s.unknown_deps += u64::from(unknown);
-            let locked = locks
-                .iter()
-                .any(|l| crate::gate::lifecycle::matches(l, path));
+            let locked = (rules.locked)(path, locks);
             s.triggers += u64::from(!locked && (unknown || r.rollback_streak > 0));
         }
         s
@@ -155,6 +164,9 @@ pub struct Files {
     pub(super) error: OnceCell<String>,
     /// The locks the summaries were computed under.
     pub(super) locks: Vec<String>,
+    /// How to summarise a bucket; without them a save keeps the saved
+    /// summary of a bucket whose bytes did not change, and refuses otherwise.
+    pub(super) rules: Option<Rules>,
     /// The index of the loaded buckets does not reflect the records (a
     /// state built in memory or read from one file): rebuilt on save.
     pub(super) index_stale: bool,
@@ -180,6 +192,7 @@ impl From<BTreeMap<String, FileRecord>> for Files {
             loader: None,
             error: OnceCell::new(),
             locks: Vec::new(),
+            rules: None,
             index_stale: true,
         }
     }
@@ -358,13 +371,22 @@ impl Files {
         self.iter_mut().map(|(_, r)| r)
     }
 
-    /// The summary of bucket `i`: computed from its records when loaded,
-    /// as saved otherwise.
+    /// The summary of bucket `i`: computed from its records when loaded
+    /// (and the rules are known), as saved otherwise.
     pub fn summary(&self, i: usize) -> Option<Summary> {
-        match self.slots[i].cell.get() {
-            Some(b) => Some(Summary::of(b.files.iter(), &self.locks)),
-            None => self.slots[i].saved.as_ref().map(|s| s.summary.clone()),
+        match (self.slots[i].cell.get(), &self.rules) {
+            (Some(b), Some(rules)) => Some(Summary::of(b.files.iter(), &self.locks, rules)),
+            _ => self.slots[i].saved.as_ref().map(|s| s.summary.clone()),
         }
+    }
+
+    /// The rules the summaries are computed by from now on.
+    pub fn set_rules(&mut self, rules: Rules) {
+        self.rules = Some(rules);
+    }
+
+    pub fn rules(&self) -> Option<&Rules> {
+        self.rules.as_ref()
     }
 
     /// Every bucket's summary.
