@@ -318,6 +318,11 @@ impl Files {
         }
     }
 
+    /// The records of bucket `i`, loaded if it was not, in path order.
+    pub fn bucket_records(&self, i: usize) -> impl Iterator<Item = (&String, &FileRecord)> {
+        self.bucket(i).files.iter()
+    }
+
     /// The loaded records, in path order.
     pub fn loaded(&self) -> std::vec::IntoIter<(&String, &FileRecord)> {
         let mut all: Vec<(&String, &FileRecord)> = self

@@ -16,6 +16,7 @@ mod outage;
 mod plan;
 mod report;
 mod save;
+mod triggers;
 mod waiting;
 
 use anyhow::Result;
