@@ -491,6 +491,7 @@ mod tests {
     const NO_RULES: crate::state::files::Rules = crate::state::files::Rules {
         locked: |_, _| false,
         review_due: |_, _, _| None,
+        import_dirs: |_, _| BTreeSet::new(),
     };
 
     /// A saved state of `n` files (`f0.js` imports nothing, every other

@@ -20,7 +20,13 @@ pub const DEFAULT_MAX_FILE_BYTES: u64 = 64 << 10;
 pub const SUMMARY_RULES: Rules = Rules {
     locked: is_locked,
     review_due,
+    import_dirs,
 };
+
+fn import_dirs(path: &str, record: &FileRecord) -> std::collections::BTreeSet<String> {
+    let imports = record.content.as_ref().map_or(&[][..], |c| &c.imports[..]);
+    deps::candidate_dirs(path, imports)
+}
 
 fn is_locked(path: &str, locks: &[String]) -> bool {
     locks.iter().any(|l| lifecycle::matches(l, path))
