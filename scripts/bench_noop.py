@@ -6,11 +6,16 @@ given with --bin), makes and removes the temporary directory and passes the
 sizes. This file only prints numbers; it never decides that a time is good
 or bad enough to fail.
 
-Per size N:
-  * a git repository with N small files under src/d<i//100>/f<i>.txt, made
-    with one `git fast-import` (one commit, one pack, no checkout: sentinel
-    reads the object store, never the work tree), plus two commits on side
-    branches that change 1 and 100 of those files;
+Per tree and size N:
+  * a git repository with N small files under src/d<i//100>/, made with one
+    `git fast-import` (one commit, one pack, no checkout: sentinel reads the
+    object store, never the work tree), plus two commits on side branches
+    that change 1 and 100 of those files. Two generated trees: `plain`, text
+    files that import nothing, and `imports`, JavaScript files each importing
+    a sibling, 5% of them a sibling that does not exist (an unresolved
+    import). With --real PATH, a third: a clone of a real repository, watched
+    whole, bare-cloned with --shared (its objects are only read) and given
+    the two side commits (each changed file gets a line appended);
   * first runs with --batch 0 and no model, alternated with the floor: the
     same `git ls-tree -r` and one `git cat-file --batch` over every blob,
     fed and drained through pipes as sentinel's own children are;
@@ -138,7 +143,26 @@ def child_env():
     return env
 
 
-def make_repo(repo: str, n: int, env) -> str:
+def body_of(tree: str, i: int, n: int, changed: bool = False) -> tuple[str, bytes]:
+    """The path and bytes of generated file i of n in `tree`."""
+    value = i * 7919 % 100003 + (1 if changed else 0)
+    note = ", changed" if changed else ""
+    if tree == "plain":
+        return f"{WATCHED}/d{i // 100}/f{i}.txt", f"file {i} of {n}{note}\nvalue = {value}\n".encode()
+    # A sibling in the same directory; one file in twenty imports one
+    # that does not exist.
+    d = i // 100
+    sibling = d * 100 + (i + 1) % 100
+    lines = [f"// file {i} of {n}{note}"]
+    if sibling < n and sibling != i:
+        lines.append(f"import {{ value as next }} from './f{sibling}.js';")
+    if i % 20 == 7:
+        lines.append(f"import {{ gone }} from './gone{i}.js';")
+    lines.append(f"export const value = {value};")
+    return f"{WATCHED}/d{d}/f{i}.js", ("\n".join(lines) + "\n").encode()
+
+
+def make_repo(repo: str, n: int, env, tree: str = "plain") -> str:
     """One commit holding n small files, written by git fast-import."""
     subprocess.run(
         ["git", "init", "-q", "--initial-branch=main", repo],
@@ -150,8 +174,7 @@ def make_repo(repo: str, n: int, env) -> str:
     parts.append(f"commit refs/heads/main\nauthor {ident}\ncommitter {ident}\n".encode())
     parts.append(b"data %d\n%s\n" % (len(msg), msg))
     for i in range(n):
-        body = f"file {i} of {n}\nvalue = {i * 7919 % 100003}\n".encode()
-        path = f"{WATCHED}/d{i // 100}/f{i}.txt"
+        path, body = body_of(tree, i, n)
         parts.append(b"M 100644 inline %s\ndata %d\n%s\n" % (path.encode(), len(body), body))
     parts.append(b"done\n")
     subprocess.run(
@@ -219,7 +242,7 @@ def run_with_rss(argv, env, timeout_s, workdir, name):
     return wall / 1000, code, rss_kib, how, line
 
 
-def make_side_commits(repo: str, n: int, base: str, env) -> dict[int, str]:
+def make_side_commits(repo: str, n: int, base: str, env, tree: str = "plain") -> dict[int, str]:
     """Commits on top of `base` that change the first k files, k = 1 and
     min(100, n), each on a branch of its own: a wake is measured by moving
     `main` onto one of them."""
@@ -233,8 +256,66 @@ def make_side_commits(repo: str, n: int, base: str, env) -> dict[int, str]:
             f"from {base}\n".encode(),
         ]
         for i in range(k):
-            body = f"file {i} of {n}, changed\nvalue = {i * 7919 % 100003 + 1}\n".encode()
-            path = f"{WATCHED}/d{i // 100}/f{i}.txt"
+            path, body = body_of(tree, i, n, changed=True)
+            parts.append(b"M 100644 inline %s\ndata %d\n%s\n" % (path.encode(), len(body), body))
+        parts.append(b"done\n")
+        subprocess.run(
+            ["git", "-C", repo, "fast-import", "--quiet", "--done"],
+            input=b"".join(parts), check=True, env=env, timeout=SETUP_TIMEOUT_S,
+        )
+        heads[k] = git_out(repo, env, "rev-parse", f"refs/heads/change{k}")
+    return heads
+
+
+def clone_real(source: str, repo: str, env) -> tuple[str, int]:
+    """A bare clone of `source` sharing its objects, its HEAD as `main`;
+    returns the head and the number of regular files in it."""
+    subprocess.run(
+        ["git", "clone", "-q", "--bare", "--shared", source, repo],
+        check=True, env=env, timeout=SETUP_TIMEOUT_S,
+    )
+    head = git_out(repo, env, "rev-parse", "HEAD^{commit}")
+    git_out(repo, env, "update-ref", "refs/heads/main", head)
+    git_out(repo, env, "symbolic-ref", "HEAD", "refs/heads/main")
+    return head, len(real_files(repo, env))
+
+
+def real_files(repo: str, env) -> list[str]:
+    """The regular files at HEAD with plain names, in tree order."""
+    out = subprocess.run(
+        ["git", "-C", repo, "ls-tree", "-r", "-z", "HEAD"],
+        check=True, env=env, capture_output=True, timeout=SETUP_TIMEOUT_S,
+    ).stdout
+    paths = []
+    for entry in out.split(b"\0"):
+        if not entry:
+            continue
+        meta, path = entry.split(b"\t", 1)
+        if meta.split()[0] in (b"100644", b"100755") and re.fullmatch(rb"[\x21-\x7e]+", path):
+            paths.append(path.decode())
+    return paths
+
+
+def make_real_side_commits(repo: str, base: str, env) -> dict[int, str]:
+    """Commits on top of `base` that append a line to k regular files
+    spread evenly over the tree, k = 1 and min(100, files)."""
+    paths = real_files(repo, env)
+    heads = {}
+    for k in sorted({1, min(100, len(paths))}):
+        chosen = [paths[(j * len(paths)) // k + len(paths) // (2 * k)] for j in range(k)]
+        ident = f"Bench <bench@example.invalid> {COMMIT_TIME + 60} +0000"
+        msg = f"change {k} files\n".encode()
+        parts = [
+            f"commit refs/heads/change{k}\nauthor {ident}\ncommitter {ident}\n".encode(),
+            b"data %d\n%s\n" % (len(msg), msg),
+            f"from {base}\n".encode(),
+        ]
+        for path in chosen:
+            old = subprocess.run(
+                ["git", "-C", repo, "cat-file", "blob", f"{base}:{path}"],
+                check=True, env=env, capture_output=True, timeout=SETUP_TIMEOUT_S,
+            ).stdout
+            body = old + b"\n// changed by the benchmark\n"
             parts.append(b"M 100644 inline %s\ndata %d\n%s\n" % (path.encode(), len(body), body))
         parts.append(b"done\n")
         subprocess.run(
@@ -286,24 +367,30 @@ def restore_state(saved: str, state_dir: str):
     shutil.copytree(saved, state_dir)
 
 
-def first_run_argv(bin_path, repo, state):
+def path_args(watched):
+    """`--path DIR`, or nothing when the whole repository is watched."""
+    return ["--path", watched] if watched else []
+
+
+def first_run_argv(bin_path, repo, state, watched=WATCHED):
     return [
-        bin_path, "tick", "--repo", repo, "--path", WATCHED, "--state", state,
+        bin_path, "tick", "--repo", repo, *path_args(watched), "--state", state,
         "--batch", "0", "--now", FIRST_NOW.strftime("%Y-%m-%dT%H:%M:%SZ"),
     ]
 
 
-def floor_argv(git_bin, repo):
+def floor_argv(git_bin, repo, watched=WATCHED):
     """`git ls-tree -r` and one `git cat-file --batch` over all its blobs,
     ids in and answers out through pipes, as sentinel runs its children."""
+    spec = f" -- {watched}" if watched else ""
     script = (
-        f'"$0" -C "$1" ls-tree -r --object-only HEAD -- {WATCHED} '
+        f'"$0" -C "$1" ls-tree -r --object-only HEAD{spec} '
         '| "$0" -C "$1" cat-file --batch | cat >/dev/null'
     )
     return ["/bin/sh", "-c", script, git_bin, repo]
 
 
-def bench_first_runs(n, first_reps, bin_path, repo, work, env, git_bin):
+def bench_first_runs(n, first_reps, bin_path, repo, work, env, git_bin, watched=WATCHED):
     """First runs alternated with the floor; returns the samples and the
     state directory the last first run left."""
     state_dir = os.path.join(work, "state")
@@ -313,14 +400,14 @@ def bench_first_runs(n, first_reps, bin_path, repo, work, env, git_bin):
     for i in range(first_reps):
         for kind in (("first", "floor") if i % 2 == 0 else ("floor", "first")):
             if kind == "floor":
-                ms, code, _, cpu = spawn_wait(floor_argv(git_bin, repo), env, FIRST_RUN_TIMEOUT_S)
+                ms, code, _, cpu = spawn_wait(floor_argv(git_bin, repo, watched), env, FIRST_RUN_TIMEOUT_S)
                 if code != 0:
                     raise RuntimeError(f"the floor pipeline exited {code}")
             else:
                 shutil.rmtree(state_dir, ignore_errors=True)
                 err = os.path.join(work, "first_run.stderr")
                 ms, code, _, cpu = spawn_wait(
-                    first_run_argv(bin_path, repo, state), env, FIRST_RUN_TIMEOUT_S, stderr=err
+                    first_run_argv(bin_path, repo, state, watched), env, FIRST_RUN_TIMEOUT_S, stderr=err
                 )
                 line = open(err, encoding="utf-8", errors="replace").read().strip()
                 if code != 10:
@@ -331,7 +418,7 @@ def bench_first_runs(n, first_reps, bin_path, repo, work, env, git_bin):
     shutil.rmtree(state_dir, ignore_errors=True)
     os.makedirs(state_dir)
     _, code, rss_kib, how, line = run_with_rss(
-        first_run_argv(bin_path, repo, state), env, FIRST_RUN_TIMEOUT_S, work, "first_run"
+        first_run_argv(bin_path, repo, state, watched), env, FIRST_RUN_TIMEOUT_S, work, "first_run"
     )
     if code != 10:
         raise RuntimeError(f"first tick exited {code}, expected 10 (first_run): {line}")
@@ -339,15 +426,15 @@ def bench_first_runs(n, first_reps, bin_path, repo, work, env, git_bin):
     return samples, rss_kib, how, line, written
 
 
-def tick_argv(bin_path, repo, state, minutes):
+def tick_argv(bin_path, repo, state, minutes, watched=WATCHED):
     now = FIRST_NOW + dt.timedelta(minutes=minutes)
     return [
-        bin_path, "tick", "--repo", repo, "--path", WATCHED, "--state", state,
+        bin_path, "tick", "--repo", repo, *path_args(watched), "--state", state,
         "--now", now.strftime("%Y-%m-%dT%H:%M:%SZ"),
     ]
 
 
-def bench_wakes(n, reps, bin_path, repo, work, env, heads, base):
+def bench_wakes(n, reps, bin_path, repo, work, env, heads, base, watched=WATCHED):
     """Rounds of a no-op, a 1-file and a 100-file wake, each from the same
     saved state, the order rotated; then one run of each for RSS."""
     state_dir = os.path.join(work, "state")
@@ -363,7 +450,7 @@ def bench_wakes(n, reps, bin_path, repo, work, env, heads, base):
         restore_state(saved, state_dir)
         move_main(repo, env, head)
         before = dir_snapshot(state_dir)
-        argv = tick_argv(bin_path, repo, state, minutes)
+        argv = tick_argv(bin_path, repo, state, minutes, watched)
         if timed:
             ms, code, _, _ = spawn_wait(argv, env, FIRST_RUN_TIMEOUT_S)
         else:
@@ -386,21 +473,30 @@ def bench_wakes(n, reps, bin_path, repo, work, env, heads, base):
     return samples, written, rss
 
 
-def bench_size(n, reps, warmup, bin_path, tmp, env, true_bin, git_bin, first_reps, wake_reps):
-    log(f"{n} files: building the repository")
-    work = os.path.join(tmp, f"n{n}")
+def bench_size(n, reps, warmup, bin_path, tmp, env, true_bin, git_bin, first_reps, wake_reps,
+               tree="plain", real=None):
+    work = os.path.join(tmp, f"{tree}-n{n}")
     os.makedirs(work)
     repo = os.path.join(work, "repo")
     state = os.path.join(work, "state", "state.json")
     t = time.perf_counter()
-    head = make_repo(repo, n, env)
-    side = make_side_commits(repo, n, head, env)
+    if tree == "real":
+        log(f"real repository: cloning {real}")
+        watched = ""
+        head, n = clone_real(real, repo, env)
+        log(f"real repository at commit {head}: {n} regular files")
+        side = make_real_side_commits(repo, head, env)
+    else:
+        log(f"{tree} tree, {n} files: building the repository")
+        watched = WATCHED
+        head = make_repo(repo, n, env, tree)
+        side = make_side_commits(repo, n, head, env, tree)
     repo_s = time.perf_counter() - t
 
     log(f"{n} files: {first_reps} first ticks (--batch 0) alternated with the floor")
     t = time.perf_counter()
     first, fr_rss, rss_via, fr_line, first_written = bench_first_runs(
-        n, first_reps, bin_path, repo, work, env, git_bin
+        n, first_reps, bin_path, repo, work, env, git_bin, watched
     )
     first_s = time.perf_counter() - t
     with open(state, "rb") as f:
@@ -412,12 +508,18 @@ def bench_size(n, reps, warmup, bin_path, tmp, env, true_bin, git_bin, first_rep
     else:
         tracked = sum(shard["n"] for shard in doc.get("shards", []) if shard)
     backlog = len(doc.get("backlog", []))
-    if tracked != n or backlog:
+    if tree == "real":
+        # Links, submodules and odd names are not edited by the benchmark:
+        # the files tracked are what sentinel itself counts.
+        n = tracked
+    elif tracked != n or backlog:
         raise RuntimeError(f"state tracks {tracked} files with a backlog of {backlog}; expected {n} and 0")
     del doc
 
     t = time.perf_counter()
-    wakes, wake_written, wake_rss = bench_wakes(n, wake_reps, bin_path, repo, work, env, side, head)
+    wakes, wake_written, wake_rss = bench_wakes(
+        n, wake_reps, bin_path, repo, work, env, side, head, watched
+    )
     wakes_s = time.perf_counter() - t
     state_before = file_digest(state)
 
@@ -425,8 +527,8 @@ def bench_size(n, reps, warmup, bin_path, tmp, env, true_bin, git_bin, first_rep
     git_env = dict(env, GIT_TERMINAL_PROMPT="0", LC_ALL="C")
     git_argv = [
         git_bin, "-C", repo, "--literal-pathspecs", "log", "-1", "--format=%H",
-        "--no-show-signature", "--no-follow", "--end-of-options", "HEAD", "--", WATCHED,
-    ]
+        "--no-show-signature", "--no-follow", "--end-of-options", "HEAD", "--",
+    ] + ([watched] if watched else [])
     out = subprocess.run(git_argv, env=git_env, capture_output=True, text=True,
                          timeout=NOOP_TIMEOUT_S).stdout.strip()
     if out != head:
@@ -440,7 +542,9 @@ def bench_size(n, reps, warmup, bin_path, tmp, env, true_bin, git_bin, first_rep
         order = kinds[i % 4:] + kinds[: i % 4]
         for kind in order:
             if kind == "tick":
-                ms, code, _, _ = spawn_wait(tick_argv(bin_path, repo, state, i + 1), env, NOOP_TIMEOUT_S)
+                ms, code, _, _ = spawn_wait(
+                    tick_argv(bin_path, repo, state, i + 1, watched), env, NOOP_TIMEOUT_S
+                )
                 if code != 0:
                     raise RuntimeError(f"no-op tick {i} exited {code}, expected 0 (none)")
             elif kind == "git":
@@ -467,6 +571,8 @@ def bench_size(n, reps, warmup, bin_path, tmp, env, true_bin, git_bin, first_rep
     rest = [t - v for t, v in zip(samples["tick"], samples["version"])]
     big = max(side)
     return {
+        "tree": tree,
+        "head": head,
         "n": n,
         "reps": reps,
         "warmup": warmup,
@@ -536,48 +642,15 @@ def verdict(value, limit, unit=""):
     return f"{'met' if value <= limit else 'MISSED'} (≤ {limit:g}{unit})"
 
 
-def report(results, args, elapsed_s):
-    out = []
-    p = out.append
-    p("")
-    p(f"### Tick costs (build `{args.build}`)")
-    p("")
-    p(
-        "| tracked files | no-op (ms) | `git log -1` (ms) | no-op ÷ git log "
-        "| 1-file wake (ms) | ÷ no-op | 100-file wake (ms) | ÷ no-op "
-        "| first run (s) | floor (s) | first run ÷ floor | first run ÷ floor, CPU |"
-    )
-    p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for r in results:
-        noop, git = median(r["tick"]), median(r["git"])
-        wnoop = median(r["wakes"]["noop"])
-        w1 = median(r["wakes"]["wake1"])
-        wb = median(r["wakes"][f"wake{r['big']}"])
-        first, floor = median(r["first"]), median(r["floor"])
-        cpu = ratio(median(r["first_cpu"]), median(r["floor_cpu"]))
-        p(
-            f"| {r['n']:,} | {fmt(noop)} | {fmt(git)} | {fmt(ratio(noop, git))}× "
-            f"| {fmt(w1, 1)} | {fmt(ratio(w1, wnoop), 1)}× | {fmt(wb, 1)} | {fmt(ratio(wb, wnoop), 1)}× "
-            f"| {fmt(first)} | {fmt(floor)} | {fmt(ratio(first, floor), 1)}× | {fmt(cpu, 1)}× |"
-        )
-    p("")
-    p(
-        "| tracked files | bytes written: first run | no-op | 1-file wake | 100-file wake "
-        "| peak RSS (MiB): first run | no-op | 1-file wake | 100-file wake |"
-    )
-    p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for r in results:
-        ww, wr = r["wake_written"], r["wake_rss"]
-        big = f"wake{r['big']}"
-        p(
-            f"| {r['n']:,} | {r['first_written']:,} | {median(ww['noop']):,.0f} "
-            f"| {median(ww['wake1']):,.0f} | {median(ww[big]):,.0f} "
-            f"| {fmt(r['first_rss_mib'], 1)} | {fmt(wr['noop'], 1)} | {fmt(wr['wake1'], 1)} "
-            f"| {fmt(wr[big], 1)} |"
-        )
-    p("")
-    last = results[-1]
-    p(f"Targets at {last['n']:,} files (DESIGN §8; printed, never enforced):")
+TREE_NAMES = {
+    "plain": "import-free",
+    "imports": "5% unresolved imports",
+    "real": "real repository",
+}
+
+
+def targets(p, last):
+    p(f"Targets, {TREE_NAMES[last['tree']]} at {last['n']:,} files (DESIGN §8; printed, never enforced):")
     noop_git = ratio(median(last["tick"]), median(last["git"]))
     w1 = ratio(median(last["wakes"]["wake1"]), median(last["wakes"]["noop"]))
     p(f"- no-op ÷ `git log -1`: {fmt(noop_git)}× — {verdict(noop_git, 1.5, '×')}")
@@ -592,30 +665,78 @@ def report(results, args, elapsed_s):
     p(f"- the same in CPU time (user + system, git children included): {fmt(cpu, 1)}× "
       f"({fmt(median(last['first_cpu']))} s against {fmt(median(last['floor_cpu']))} s)")
     p("")
+
+
+def report(results, args, elapsed_s):
+    out = []
+    p = out.append
+    p("")
+    p(f"### Tick costs (build `{args.build}`)")
+    p("")
+    p(
+        "| tree | tracked files | no-op (ms) | `git log -1` (ms) | no-op ÷ git log "
+        "| 1-file wake (ms) | ÷ no-op | 100-file wake (ms) | ÷ no-op "
+        "| first run (s) | floor (s) | first run ÷ floor | first run ÷ floor, CPU |"
+    )
+    p("|:--|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in results:
+        noop, git = median(r["tick"]), median(r["git"])
+        wnoop = median(r["wakes"]["noop"])
+        w1 = median(r["wakes"]["wake1"])
+        wb = median(r["wakes"][f"wake{r['big']}"])
+        first, floor = median(r["first"]), median(r["floor"])
+        cpu = ratio(median(r["first_cpu"]), median(r["floor_cpu"]))
+        p(
+            f"| {TREE_NAMES[r['tree']]} | {r['n']:,} | {fmt(noop)} | {fmt(git)} | {fmt(ratio(noop, git))}× "
+            f"| {fmt(w1, 1)} | {fmt(ratio(w1, wnoop), 1)}× | {fmt(wb, 1)} | {fmt(ratio(wb, wnoop), 1)}× "
+            f"| {fmt(first)} | {fmt(floor)} | {fmt(ratio(first, floor), 1)}× | {fmt(cpu, 1)}× |"
+        )
+    p("")
+    p(
+        "| tree | tracked files | bytes written: first run | no-op | 1-file wake | 100-file wake "
+        "| peak RSS (MiB): first run | no-op | 1-file wake | 100-file wake |"
+    )
+    p("|:--|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in results:
+        ww, wr = r["wake_written"], r["wake_rss"]
+        big = f"wake{r['big']}"
+        p(
+            f"| {TREE_NAMES[r['tree']]} | {r['n']:,} | {r['first_written']:,} | {median(ww['noop']):,.0f} "
+            f"| {median(ww['wake1']):,.0f} | {median(ww[big]):,.0f} "
+            f"| {fmt(r['first_rss_mib'], 1)} | {fmt(wr['noop'], 1)} | {fmt(wr['wake1'], 1)} "
+            f"| {fmt(wr[big], 1)} |"
+        )
+    p("")
+    for tree in TREE_NAMES:
+        mine = [r for r in results if r["tree"] == tree]
+        if mine:
+            targets(p, mine[-1])
     p(f"Machine: {machine_line()}.")
     p(
         f"Command: `{args.command}` (release build `{args.build}`; medians; the no-op and "
         f"`git log -1` over {'/'.join(str(r['reps']) for r in results)} interleaved rounds after "
         f"{results[0]['warmup']} warm-up; wakes and their no-op over "
         f"{'/'.join(str(r['wake_reps']) for r in results)} rotated rounds; first run and floor "
-        f"alternated {'/'.join(str(r['first_reps']) for r in results)} times; repository: one "
-        f"commit, files under `{WATCHED}/`, `--path {WATCHED}`). The floor is "
-        f"`git ls-tree -r --object-only HEAD -- {WATCHED} | git cat-file --batch | cat >/dev/null`."
+        f"alternated {'/'.join(str(r['first_reps']) for r in results)} times; generated "
+        f"repositories: one commit, files under `{WATCHED}/`, `--path {WATCHED}`; a real one "
+        f"watched whole). The floor is "
+        f"`git ls-tree -r --object-only HEAD -- {WATCHED} | git cat-file --batch | cat >/dev/null` "
+        f"(over the whole tree for a real repository)."
     )
     p("")
     p("Details:")
     p("")
     p(
-        "| tracked files | repo setup (s) | state, shards included (MiB) | journal after runs (bytes, lines) "
+        "| tree | tracked files | repo setup (s) | state, shards included (MiB) | journal after runs (bytes, lines) "
         "| spawn floor `/bin/true` (ms) | `sentinel --version` (ms) | no-op p95 (ms) "
         "| git log p95 (ms) | overhead: no-op − git log (ms) | no-op − `sentinel --version` (ms) "
         "| time per phase: first runs / wakes / no-ops (s) |"
     )
-    p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    p("|:--|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
         fs, ws, ns = r["phase_s"]
         p(
-            f"| {r['n']:,} | {fmt(r['repo_s'])} | {fmt(r['state_bytes'] / 2**20)} "
+            f"| {TREE_NAMES[r['tree']]} | {r['n']:,} | {fmt(r['repo_s'])} | {fmt(r['state_bytes'] / 2**20)} "
             f"| {r['journal_bytes']:,} B, {r['journal_lines']} lines "
             f"| {fmt(median(r['true']))} | {fmt(median(r['version']))} "
             f"| {fmt(percentile(r['tick'], 95))} | {fmt(percentile(r['git'], 95))} "
@@ -632,7 +753,8 @@ def report(results, args, elapsed_s):
             checks.append(
                 f"JOURNAL has {r['journal_lines']} lines, expected {r['journal_expected_lines']}"
             )
-        p(f"- {r['n']:,}: first run `{r['first_line']}` (peak RSS via {r['rss_via']}; includes the git children sentinel waited for); {'; '.join(checks)}.")
+        what = f"{TREE_NAMES[r['tree']]}" + (f" (commit {r['head'][:12]})" if r["tree"] == "real" else "")
+        p(f"- {what}, {r['n']:,}: first run `{r['first_line']}` (peak RSS via {r['rss_via']}; includes the git children sentinel waited for); {'; '.join(checks)}.")
     git_version = subprocess.run(["git", "--version"], capture_output=True, text=True).stdout.strip()
     p(f"- {git_version}. Bytes written: the state directory before and after one tick; a file "
       "replaced counts whole, a file appended to counts its growth.")
@@ -654,6 +776,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--first-reps", required=True, help="comma-separated first runs, one per size")
     ap.add_argument("--wake-reps", required=True, help="comma-separated wake rounds, one per size")
+    ap.add_argument("--trees", default="plain,imports", help="generated trees: plain, imports")
+    ap.add_argument("--real", default="", help="a clone of a real repository, measured once, watched whole")
+    ap.add_argument("--real-reps", default="100,3,5", help="no-op rounds, first runs, wake rounds for --real")
     ap.add_argument("--command", default="scripts/bench")
     ap.add_argument("--build", default="unknown")
     args = ap.parse_args()
@@ -677,10 +802,17 @@ def main():
     env = child_env()
 
     t0 = time.perf_counter()
+    tmp = os.path.abspath(args.tmp)
     results = [
-        bench_size(n, r, args.warmup, bin_path, os.path.abspath(args.tmp), env, true_bin, git_bin, f, w)
+        bench_size(n, r, args.warmup, bin_path, tmp, env, true_bin, git_bin, f, w, tree)
+        for tree in args.trees.split(",")
         for n, r, f, w in zip(sizes, reps, first_reps, wake_reps)
     ]
+    if args.real:
+        r, f, w = (int(x) for x in args.real_reps.split(","))
+        results.append(
+            bench_size(0, r, args.warmup, bin_path, tmp, env, true_bin, git_bin, f, w, "real", args.real)
+        )
     report(results, args, time.perf_counter() - t0)
 
 

@@ -1,22 +1,18 @@
 //! The subcommands: turn validated flags into effects and an exit code.
 
-use std::io::Write;
-
 use anyhow::{Result, anyhow, bail};
 use chrono::Utc;
 
 use crate::cli::{
-    AutonomyMode, Cli, Command, Environment, ExplainArgs, Scenario, SimulateArgs, SourceArgs,
-    SourceChoice, StatsArgs, StatsFormat, TickArgs, TriggerArg,
+    AutonomyMode, Cli, Command, Environment, ExplainArgs, Scenario, SimulateArgs, SourceChoice,
+    StatsArgs, StatsFormat, TickArgs, TriggerArg,
 };
+use crate::command::{build_source, emit, locked_state, make_source};
 use crate::gate::autonomy;
 use crate::llm::agent::{AgentAdvisor, AgentConfig};
 use crate::llm::client::{Advisor, ApiKey, OpenAiAdvisor, OpenAiConfig};
 use crate::llm::worktree::Worktree;
 use crate::report::{self, explain, stats};
-use crate::source::Source;
-use crate::source::git::GitSource;
-use crate::source::gitlab::GitLabSource;
 use crate::state::{journal, store};
 use crate::tick::{self, AdvisorSettings, TickConfig};
 use std::time::Duration;
@@ -66,22 +62,6 @@ fn peer_urls(command: &Command) -> Vec<&str> {
         .into_iter()
         .chain(llm.map(|l| l.llm_url.as_str()))
         .collect()
-}
-
-pub(crate) fn make_source(
-    args: &SourceArgs,
-    env: &Environment,
-) -> Result<(Box<dyn Source>, String)> {
-    build_source(args.choose(env)?)
-}
-
-fn build_source(choice: SourceChoice) -> Result<(Box<dyn Source>, String)> {
-    let rev = choice.rev();
-    let source: Box<dyn Source> = match choice {
-        SourceChoice::Git { repo, branch, path } => Box::new(GitSource::new(repo, branch, path)),
-        SourceChoice::Gitlab(cfg) => Box::new(GitLabSource::new(cfg).map_err(|e| anyhow!("{e}"))?),
-    };
-    Ok((source, rev))
 }
 
 fn run_tick(args: TickArgs) -> Result<u8> {
@@ -467,6 +447,7 @@ fn run_costs(args: crate::cli::CostsArgs) -> Result<u8> {
         }
     };
     let mut state = store::load(&path)?.ok_or_else(missing)?;
+    state.files.set_rules(tick::SUMMARY_RULES);
     let now = args.now.unwrap_or_else(Utc::now);
     let to = now.date_naive();
     let from = to - chrono::Days::new(u64::from(args.days.max(1) - 1));
@@ -613,37 +594,6 @@ fn billed_in_window(
         .fold((0.0, 0), |(usd, n), (_, b)| (usd + b.usd, n + b.requests))
 }
 
-/// An existing state under its lock, for a command that changes it outside
-/// a tick; `None` (after saying so on stderr) while a tick holds the lock.
-pub(crate) fn locked_state(
-    path: &std::path::Path,
-    what: &str,
-) -> Result<Option<(store::StateLock, crate::state::State)>> {
-    if !path.exists() {
-        bail!(
-            "no state file at `{}`; run `sentinel tick` first, or point --state at an existing one",
-            path.display()
-        );
-    }
-    let lock = match store::try_lock(path)? {
-        store::LockAttempt::Acquired(lock) => lock,
-        store::LockAttempt::Busy(lock) => {
-            eprintln!(
-                "sentinel: busy (lock {} held by a running tick); nothing was {what}, try again",
-                lock.display()
-            );
-            return Ok(None);
-        }
-    };
-    let state = store::load(path)?.ok_or_else(|| {
-        anyhow!(
-            "no state file at `{}`; run `sentinel tick` first",
-            path.display()
-        )
-    })?;
-    Ok(Some((lock, state)))
-}
-
 /// `sentinel reset`: under the state lock, load, reset, save atomically
 /// (only when something changed), and say what was reset.
 fn run_reset(args: crate::cli::ResetArgs) -> Result<u8> {
@@ -667,15 +617,4 @@ fn run_reset(args: crate::cli::ResetArgs) -> Result<u8> {
 /// One JSON document on stdout, redacted value by value so it stays valid.
 fn emit_json<T: serde::Serialize>(value: &T) -> Result<()> {
     emit(format!("{}\n", crate::redact::to_string(value)?))
-}
-
-/// Write to stdout, redacted. A reader that went away (`sentinel stats |
-/// head`) is not an error: the output was wanted no further.
-pub(crate) fn emit(text: impl std::fmt::Display) -> Result<()> {
-    let text = crate::redact::text(&text.to_string());
-    let mut out = std::io::stdout().lock();
-    match write!(out, "{text}").and_then(|()| out.flush()) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        other => Ok(other?),
-    }
 }

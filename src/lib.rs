@@ -4,6 +4,7 @@ pub mod app;
 pub mod branch;
 pub mod cli;
 pub mod clone;
+pub mod command;
 pub mod exit;
 pub mod gate;
 pub mod http;

@@ -15,7 +15,7 @@ const BY_AGENT: &str = "agent";
 
 pub fn run(args: RecordArgs) -> Result<u8> {
     let path = args.state.resolve(&args.source.repo);
-    let Some((_lock, mut state)) = crate::app::locked_state(&path, "recorded")? else {
+    let Some((_lock, mut state)) = crate::command::locked_state(&path, "recorded")? else {
         return Ok(crate::exit::BUSY);
     };
     let file = args.file.trim_start_matches("./").to_string();
@@ -29,7 +29,7 @@ pub fn run(args: RecordArgs) -> Result<u8> {
     let current = current(&state, &args, &file, now)?;
     let line = apply(&mut state, &args, &file, &current, now)?;
     store::save(&path, &state)?;
-    crate::app::emit(format!("{line}\n"))?;
+    crate::command::emit(format!("{line}\n"))?;
     Ok(crate::exit::NONE)
 }
 
@@ -37,7 +37,7 @@ pub fn run(args: RecordArgs) -> Result<u8> {
 /// tick will compute it.
 fn current(state: &State, args: &RecordArgs, file: &str, now: DateTime<Utc>) -> Result<Current> {
     let env = Environment::from_lookup(|k| std::env::var(k).ok());
-    let (mut source, rev) = crate::app::make_source(&args.source, &env)?;
+    let (mut source, rev) = crate::command::make_source(&args.source, &env)?;
     let judging = Judging {
         max_file_bytes: tick::DEFAULT_MAX_FILE_BYTES,
         evidence: tick::current_evidence(),

@@ -58,6 +58,8 @@ mod scheduler;
 mod state_layout;
 #[path = "e2e/templates.rs"]
 mod templates;
+#[path = "e2e/wake_reads.rs"]
+mod wake_reads;
 #[path = "e2e/wakes.rs"]
 mod wakes;
 

@@ -55,19 +55,38 @@ pub struct Resolved {
     pub unresolved: Vec<String>,
 }
 
+/// The paths a specifier of the file at `path` may resolve to, in the order
+/// they are tried.
+pub fn candidates(path: &str, spec: &str) -> Vec<String> {
+    match lang_of(path) {
+        Some(Lang::Js) => js_candidates(path, spec),
+        Some(Lang::Python) => python_candidates(path, spec),
+        Some(Lang::Rust) => rust_candidates(path, spec),
+        None => Vec::new(),
+    }
+}
+
+/// The directories holding the paths the specifiers may resolve to: a file
+/// added in none of them resolves none of them.
+pub fn candidate_dirs(path: &str, specs: &[String]) -> BTreeSet<String> {
+    specs
+        .iter()
+        .flat_map(|spec| candidates(path, spec))
+        .map(|c| parent(&c).to_string())
+        .collect()
+}
+
+/// The directory of a repo-relative path ("" at the root).
+pub fn parent(path: &str) -> &str {
+    path.rsplit_once('/').map_or("", |(dir, _)| dir)
+}
+
 /// Resolve specifiers (as returned by `extract` for the file `path`) against the tree; `exists` says whether a repo-relative path is a file in the tree.
 pub fn resolve(path: &str, specs: &[String], exists: &dyn Fn(&str) -> bool) -> Resolved {
-    let lang = lang_of(path);
     let mut paths = BTreeSet::new();
     let mut unresolved = Vec::new();
     for spec in specs {
-        let candidates = match lang {
-            Some(Lang::Js) => js_candidates(path, spec),
-            Some(Lang::Python) => python_candidates(path, spec),
-            Some(Lang::Rust) => rust_candidates(path, spec),
-            None => Vec::new(),
-        };
-        match candidates.into_iter().find(|c| exists(c)) {
+        match candidates(path, spec).into_iter().find(|c| exists(c)) {
             Some(found) => {
                 paths.insert(found);
             }

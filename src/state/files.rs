@@ -19,12 +19,7 @@ use super::schema::{FileRecord, NextReview, Outcome};
 /// The bucket of `path` among `buckets` (a power of two): the low bits of
 /// its 64-bit FNV-1a hash. Fixed forever: a saved state depends on it.
 pub fn bucket_of(path: &str, buckets: usize) -> usize {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in path.as_bytes() {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    (h as usize) & (buckets.max(1) - 1)
+    (fnv1a(path) as usize) & (buckets.max(1) - 1)
 }
 
 /// What the tick needs to know of a bucket without loading it. Exact for the
@@ -58,10 +53,86 @@ pub struct Summary {
     /// Records (outside the locks) with a rollback streak or unresolved imports.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub triggers: u64,
+    /// With `unknown_deps`: the directories where the imports of those
+    /// records could resolve, as a filter in hex (`DirFilter`); a
+    /// path added elsewhere resolves none of them, and the shard is not read.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub unknown_dirs: String,
+}
+
+/// A set of directories, two bits each among at least 16 bits per
+/// directory (a power of two, 256 at least): it says yes for a directory it
+/// does not hold about 1.5% of the time, never no for one it holds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DirFilter(Vec<u64>);
+
+impl DirFilter {
+    /// The filter of `dirs`.
+    pub fn of<'a>(dirs: impl ExactSizeIterator<Item = &'a String>) -> DirFilter {
+        let bits = (dirs.len() * 16).next_power_of_two().max(256);
+        let mut f = DirFilter(vec![0; bits / 64]);
+        for d in dirs {
+            for b in f.bits(d) {
+                f.0[b / 64] |= 1 << (b % 64);
+            }
+        }
+        f
+    }
+
+    fn bits(&self, dir: &str) -> [usize; 2] {
+        let h = fnv1a(dir);
+        let mask = self.0.len() * 64 - 1;
+        [(h as usize) & mask, ((h >> 32) as usize) & mask]
+    }
+
+    pub fn may_hold(&self, dir: &str) -> bool {
+        self.bits(dir)
+            .iter()
+            .all(|b| self.0[b / 64] & (1 << (b % 64)) != 0)
+    }
+
+    pub fn to_hex(&self) -> String {
+        self.0.iter().map(|w| format!("{w:016x}")).collect()
+    }
+
+    /// A missing filter (a summary saved before there were filters) or an
+    /// unreadable one holds every directory: the shard is read.
+    pub fn from_hex(hex: &str) -> DirFilter {
+        let words: Option<Vec<u64>> = (0..hex.len() / 16)
+            .map(|i| u64::from_str_radix(hex.get(i * 16..(i + 1) * 16)?, 16).ok())
+            .collect();
+        match words {
+            Some(w) if hex.len() >= 64 && hex.len() % 16 == 0 && w.len().is_power_of_two() => {
+                DirFilter(w)
+            }
+            _ => DirFilter(vec![u64::MAX; 4]),
+        }
+    }
+}
+
+fn fnv1a(s: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in s.as_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
 }
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+/// What a summary asks of the rules above the state, which the state itself
+/// does not know: whether a `--lock` pattern matches a path, and when an
+/// unchanged record is next due for review under the locks. The tick hands
+/// them over (`Files::set_rules`), so the state layer imports nothing of it.
+#[derive(Clone, Copy)]
+pub struct Rules {
+    pub locked: fn(&str, &[String]) -> bool,
+    pub review_due: fn(&FileRecord, &str, &[String]) -> Option<DateTime<Utc>>,
+    /// The directories where a record's imports could resolve.
+    pub import_dirs: fn(&str, &FileRecord) -> BTreeSet<String>,
 }
 
 /// Whether a fingerprint says the file's imports did not all resolve.
@@ -76,8 +147,10 @@ impl Summary {
     pub fn of<'a>(
         records: impl Iterator<Item = (&'a String, &'a FileRecord)>,
         locks: &[String],
+        rules: &Rules,
     ) -> Summary {
         let mut s = Summary::default();
+        let mut dirs: BTreeSet<String> = BTreeSet::new();
         for (path, r) in records {
             s.n += 1;
             if let Some(w) = r.retry.as_ref().filter(|w| !w.given_up()) {
@@ -92,7 +165,7 @@ impl Summary {
                     _ => {}
                 }
             }
-            if let Some(at) = crate::tick::review_due(r, path, locks) {
+            if let Some(at) = (rules.review_due)(r, path, locks) {
                 let better = s
                     .review
                     .as_ref()
@@ -107,10 +180,14 @@ impl Summary {
             s.stuck += u64::from(r.stuck);
             let unknown = deps_unknown(r);
             s.unknown_deps += u64::from(unknown);
-            let locked = locks
-                .iter()
-                .any(|l| crate::gate::lifecycle::matches(l, path));
+            let locked = (rules.locked)(path, locks);
             s.triggers += u64::from(!locked && (unknown || r.rollback_streak > 0));
+            if unknown {
+                dirs.extend((rules.import_dirs)(path, r));
+            }
+        }
+        if s.unknown_deps > 0 {
+            s.unknown_dirs = DirFilter::of(dirs.iter()).to_hex();
         }
         s
     }
@@ -155,6 +232,9 @@ pub struct Files {
     pub(super) error: OnceCell<String>,
     /// The locks the summaries were computed under.
     pub(super) locks: Vec<String>,
+    /// How to summarise a bucket; without them a save keeps the saved
+    /// summary of a bucket whose bytes did not change, and refuses otherwise.
+    pub(super) rules: Option<Rules>,
     /// The index of the loaded buckets does not reflect the records (a
     /// state built in memory or read from one file): rebuilt on save.
     pub(super) index_stale: bool,
@@ -180,6 +260,7 @@ impl From<BTreeMap<String, FileRecord>> for Files {
             loader: None,
             error: OnceCell::new(),
             locks: Vec::new(),
+            rules: None,
             index_stale: true,
         }
     }
@@ -305,6 +386,11 @@ impl Files {
         }
     }
 
+    /// The records of bucket `i`, loaded if it was not, in path order.
+    pub fn bucket_records(&self, i: usize) -> impl Iterator<Item = (&String, &FileRecord)> {
+        self.bucket(i).files.iter()
+    }
+
     /// The loaded records, in path order.
     pub fn loaded(&self) -> std::vec::IntoIter<(&String, &FileRecord)> {
         let mut all: Vec<(&String, &FileRecord)> = self
@@ -358,13 +444,22 @@ impl Files {
         self.iter_mut().map(|(_, r)| r)
     }
 
-    /// The summary of bucket `i`: computed from its records when loaded,
-    /// as saved otherwise.
+    /// The summary of bucket `i`: computed from its records when loaded
+    /// (and the rules are known), as saved otherwise.
     pub fn summary(&self, i: usize) -> Option<Summary> {
-        match self.slots[i].cell.get() {
-            Some(b) => Some(Summary::of(b.files.iter(), &self.locks)),
-            None => self.slots[i].saved.as_ref().map(|s| s.summary.clone()),
+        match (self.slots[i].cell.get(), &self.rules) {
+            (Some(b), Some(rules)) => Some(Summary::of(b.files.iter(), &self.locks, rules)),
+            _ => self.slots[i].saved.as_ref().map(|s| s.summary.clone()),
         }
+    }
+
+    /// The rules the summaries are computed by from now on.
+    pub fn set_rules(&mut self, rules: Rules) {
+        self.rules = Some(rules);
+    }
+
+    pub fn rules(&self) -> Option<&Rules> {
+        self.rules.as_ref()
     }
 
     /// Every bucket's summary.
@@ -465,6 +560,25 @@ mod tests {
         let b = bucket_of("src/a.js", 512);
         assert_eq!(b, bucket_of("src/a.js", 512));
         assert_eq!(bucket_of("src/a.js", 1024) & 511, b);
+    }
+
+    #[test]
+    fn a_directory_filter_holds_what_it_was_given_and_a_missing_one_holds_everything() {
+        let dirs: BTreeSet<String> = (0..40).map(|i| format!("src/d{i}")).collect();
+        let f = DirFilter::of(dirs.iter());
+        assert!(dirs.iter().all(|d| f.may_hold(d)));
+        let back = DirFilter::from_hex(&f.to_hex());
+        assert_eq!(back, f);
+        let strangers = (0..1000)
+            .filter(|i| f.may_hold(&format!("lib/x{i}")))
+            .count();
+        assert!(strangers < 60, "{strangers} of 1000 strangers held");
+        for broken in ["", "zz", &"0".repeat(48)] {
+            assert!(
+                DirFilter::from_hex(broken).may_hold("anything"),
+                "{broken:?}"
+            );
+        }
     }
 
     #[test]

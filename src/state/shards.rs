@@ -123,6 +123,7 @@ pub fn attach(
         })),
         error: Default::default(),
         locks: layout.locks,
+        rules: None,
         index_stale: false,
     };
     Ok(())
@@ -335,8 +336,8 @@ pub fn write_shards(path: &Path, state: &State) -> Result<Staged> {
         }
         let bytes = encode_shard(i, buckets, &plan)?;
         let id = hex(&Sha256::digest(&bytes));
-        let summary = Summary::of(plan.files.iter(), &files.locks);
         let unchanged = !reshard && files.slots[i].saved.as_ref().map(|s| &s.id) == Some(&id);
+        let summary = summarise(files, i, &plan, unchanged, path)?;
         if !unchanged && write_shard(&dir, &id, &bytes, path)? {
             written.shards += 1;
             written.shard_bytes += bytes.len() as u64;
@@ -354,6 +355,28 @@ pub fn write_shards(path: &Path, state: &State) -> Result<Staged> {
         layout,
         written,
     })
+}
+
+/// The summary bucket `i` is saved with: computed by the rules the tick
+/// handed over, or kept as saved when its bytes did not change (the
+/// commands that change no record know no rules).
+fn summarise(
+    files: &Files,
+    i: usize,
+    plan: &Planned,
+    unchanged: bool,
+    path: &Path,
+) -> Result<Summary> {
+    if let Some(rules) = files.rules() {
+        return Ok(Summary::of(plan.files.iter(), &files.locks, rules));
+    }
+    match &files.slots[i].saved {
+        Some(saved) if unchanged => Ok(saved.summary.clone()),
+        _ => bail!(
+            "cannot save state file `{}`: a changed shard needs the rules of its summary, which this command did not give; the previous state was kept, report this as a bug",
+            path.display()
+        ),
+    }
 }
 
 /// The second half: replace the manifest atomically (fsynced file and
@@ -464,11 +487,19 @@ mod tests {
         }
     }
 
+    /// Summary rules that know no locks and schedule no review.
+    const NO_RULES: crate::state::files::Rules = crate::state::files::Rules {
+        locked: |_, _| false,
+        review_due: |_, _, _| None,
+        import_dirs: |_, _| BTreeSet::new(),
+    };
+
     /// A saved state of `n` files (`f0.js` imports nothing, every other
     /// imports `f0.js`), read back lazily.
     fn saved(dir: &Path, n: usize) -> (PathBuf, State) {
         let path = dir.join("state.json");
         let mut state = State::new();
+        state.files.set_rules(NO_RULES);
         for i in 0..n {
             let deps: &[&str] = if i == 0 { &[] } else { &["f0.js"] };
             state
@@ -476,7 +507,9 @@ mod tests {
                 .insert(format!("f{i}.js"), record(&format!("b{i}"), deps));
         }
         save(&path, &state).unwrap();
-        (path.clone(), store::load_lazy(&path).unwrap().unwrap())
+        let mut state = store::load_lazy(&path).unwrap().unwrap();
+        state.files.set_rules(NO_RULES);
+        (path.clone(), state)
     }
 
     fn on_disk(path: &Path) -> BTreeSet<PathBuf> {

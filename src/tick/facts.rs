@@ -9,15 +9,32 @@ use crate::gate::lifecycle::{self, Status};
 use crate::gate::novelty::{self, Parts};
 use crate::gate::policy::{self, hex};
 use crate::source::{Source, SourceError};
-use crate::state::files::Files;
+use crate::state::files::{Files, Rules};
 use crate::state::{ContentFacts, FileRecord, Outcome, State};
 
 /// Files larger than this are fingerprinted by content id instead of read.
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 64 << 10;
 
+/// The rules a shard's summary is computed by, handed to the state, which
+/// knows nothing of locks or reviews.
+pub const SUMMARY_RULES: Rules = Rules {
+    locked: is_locked,
+    review_due,
+    import_dirs,
+};
+
+fn import_dirs(path: &str, record: &FileRecord) -> std::collections::BTreeSet<String> {
+    let imports = record.content.as_ref().map_or(&[][..], |c| &c.imports[..]);
+    deps::candidate_dirs(path, imports)
+}
+
+fn is_locked(path: &str, locks: &[String]) -> bool {
+    locks.iter().any(|l| lifecycle::matches(l, path))
+}
+
 /// The lifecycle status of a file at `now`.
 pub fn status_of(record: &FileRecord, path: &str, locks: &[String], now: DateTime<Utc>) -> Status {
-    let locked = locks.iter().any(|l| lifecycle::matches(l, path));
+    let locked = is_locked(path, locks);
     let last_was_skip = record
         .decision
         .as_ref()
@@ -32,7 +49,7 @@ pub fn status_of(record: &FileRecord, path: &str, locks: &[String], now: DateTim
 /// When a file would next be reviewed if it stays unchanged: never for a
 /// locked file or one whose last decision is not a SKIP.
 pub fn review_due(record: &FileRecord, path: &str, locks: &[String]) -> Option<DateTime<Utc>> {
-    if locks.iter().any(|l| lifecycle::matches(l, path)) {
+    if is_locked(path, locks) {
         return None;
     }
     let skip = record

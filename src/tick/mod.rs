@@ -17,14 +17,15 @@ mod plan;
 mod report;
 mod sandbox;
 mod save;
+mod triggers;
 mod waiting;
 
 use anyhow::Result;
 
 pub use config::{AdvisorSettings, LegacyEvidence, TickConfig, current_evidence, legacy_evidence};
 pub use facts::{
-    Current, DEFAULT_MAX_FILE_BYTES, Judging, content_hash, current_fingerprint, fingerprint_of,
-    review_due, status_of,
+    Current, DEFAULT_MAX_FILE_BYTES, Judging, SUMMARY_RULES, content_hash, current_fingerprint,
+    fingerprint_of, review_due, status_of,
 };
 pub use report::{FileReport, ReportedVerdict, TickReport, short_id};
 pub use sandbox::{SandboxCommit, SandboxReport};
@@ -94,6 +95,7 @@ pub fn run(cfg: &TickConfig, fx: &mut Effects) -> Result<TickReport> {
     } else {
         State::new()
     };
+    state.files.set_rules(SUMMARY_RULES);
     // An outage tick that learns nothing must not rewrite the state: what
     // it loaded is kept to compare with once the source was asked.
     let outage = (look.verdict.reason == Reason::ShaUnavailable).then(|| state.clone());

@@ -7,6 +7,7 @@ use anyhow::Result;
 use chrono::{DateTime, Utc};
 
 use super::Work;
+use crate::gate::deps;
 use crate::gate::observation;
 use crate::gate::retry;
 use crate::gate::wake::{Detail, Reason, Verdict};
@@ -333,8 +334,10 @@ fn apply_changes(state: &mut State, changes: Vec<Change>, now: DateTime<Utc>) ->
 }
 
 /// The changed files that still exist, then the files that depend on any
-/// changed one. When paths appeared or disappeared, files whose imports could
-/// not all be resolved are looked at again too: the new tree may resolve them.
+/// changed one. When paths appeared, files whose imports could not all be
+/// resolved and could resolve to one of them are looked at again too. (A
+/// path that disappeared resolves nothing new: the files that imported it
+/// are its dependents.)
 fn with_dependents(state: &State, changed: Changed) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let mut seen: BTreeSet<String> = BTreeSet::new();
@@ -355,20 +358,40 @@ fn with_dependents(state: &State, changed: Changed) -> Vec<String> {
         .iter()
         .flat_map(|t| state.files.importers_of(t))
         .collect();
-    if !changed.added.is_empty() || !changed.deleted.is_empty() {
-        state.files.load_where(|s| s.unknown_deps > 0);
-        dependents.extend(
-            state
-                .files
-                .loaded()
-                .filter(|(_, r)| files::deps_unknown(r))
-                .map(|(p, _)| p.clone()),
-        );
-    }
+    dependents.extend(resolvable_by(state, &changed.added));
     for d in dependents {
         if seen.insert(d.clone()) {
             out.push(d);
         }
     }
     out
+}
+
+/// The files with unresolved imports that one of the `added` paths could
+/// resolve: only the shards whose filter holds an added path's directory
+/// are read.
+fn resolvable_by(state: &State, added: &[String]) -> Vec<String> {
+    if added.is_empty() {
+        return Vec::new();
+    }
+    let dirs: BTreeSet<&str> = added.iter().map(|p| deps::parent(p)).collect();
+    state.files.load_where(|s| {
+        let filter = files::DirFilter::from_hex(&s.unknown_dirs);
+        s.unknown_deps > 0 && dirs.iter().any(|d| filter.may_hold(d))
+    });
+    let added: BTreeSet<&str> = added.iter().map(String::as_str).collect();
+    state
+        .files
+        .loaded()
+        .filter(|(_, r)| files::deps_unknown(r))
+        .filter(|(p, r)| {
+            r.content.as_ref().is_some_and(|c| {
+                c.imports
+                    .iter()
+                    .flat_map(|spec| deps::candidates(p, spec))
+                    .any(|c| added.contains(c.as_str()))
+            })
+        })
+        .map(|(p, _)| p.clone())
+        .collect()
 }

@@ -8,7 +8,6 @@ use anyhow::Result;
 use super::config::TickConfig;
 use super::early::Look;
 use super::report::{FileReport, TickReport};
-use crate::gate::autonomy::{Trigger, TriggerKind};
 use crate::gate::novelty;
 use crate::gate::observation;
 use crate::gate::outage;
@@ -18,9 +17,6 @@ use crate::publish::{Publisher, WriteLog};
 use crate::report::dashboard;
 use crate::state::storage::Storage;
 use crate::state::{Outcome, State, journal};
-
-/// Most state-derived triggers kept in the header.
-const MAX_TRIGGERS: usize = 50;
 
 /// Bound the memory, queue what the batch left over, and count outcomes.
 /// Returns the per-outcome counts of this tick.
@@ -90,7 +86,7 @@ pub(super) fn summarise(
     state.files.set_locks(&cfg.locks);
     super::identity::summarise(state);
     state.next_retry = state.files.summaries().filter_map(|s| s.retry).min();
-    state.autonomy_triggers = derived_triggers(state, cfg);
+    state.autonomy_triggers = super::triggers::derive(state, cfg);
     state.next_review = state
         .files
         .summaries()
@@ -126,64 +122,6 @@ pub(super) fn summarise(
     let this = look.verdict.reason == Reason::ShaUnavailable;
     state.outage = outage::record(replayed, this, cfg.now);
     state.journal = journal::fold(state.journal, &journal);
-}
-
-/// Triggers the state itself provides, for the autonomy admission: an
-/// unresolved rollback, a wrong stability prediction, an open proposal,
-/// imports that do not resolve. Their identity is the condition, not the
-/// time, so a persistent condition is one question, answered once.
-fn derived_triggers(state: &State, cfg: &TickConfig) -> Vec<Trigger> {
-    // Read every record that can give a trigger: those the summaries count,
-    // and those with a resolved watch or an open proposal.
-    state.files.load_where(|s| s.triggers > 0);
-    for path in state
-        .llm
-        .proposals
-        .keys()
-        .chain(state.observations.resolved.iter().map(|r| &r.path))
-    {
-        state.files.contains_key(path);
-    }
-    let mut out = Vec::new();
-    for (path, r) in state.files.loaded() {
-        if cfg.locked(path) {
-            continue;
-        }
-        let ts = r.changed_ts.unwrap_or(r.last_ts);
-        let trigger = |kind, detail| Trigger {
-            path: path.clone(),
-            kind,
-            detail,
-            ts,
-        };
-        if r.rollback_streak > 0 {
-            let detail = format!("streak={} blob={}", r.rollback_streak, r.blob);
-            out.push(trigger(TriggerKind::UnresolvedRollback, detail));
-        }
-        if let Some(w) = observation::last_wrong(&state.observations, path) {
-            out.push(Trigger {
-                ts: w.resolved,
-                ..trigger(TriggerKind::WrongPrediction, w.resolved.to_rfc3339())
-            });
-        }
-        if let Some(p) = state.llm.proposals.get(path) {
-            out.push(Trigger {
-                ts: p.ts,
-                ..trigger(TriggerKind::OpenProposal, p.fingerprint.clone())
-            });
-        }
-        if r.fingerprint
-            .as_deref()
-            .is_some_and(|fp| fp.ends_with("|deps:unknown"))
-        {
-            let detail = format!("deps-unknown blob={}", r.blob);
-            out.push(trigger(TriggerKind::DependencyDrift, detail));
-        }
-        if out.len() >= MAX_TRIGGERS {
-            break;
-        }
-    }
-    out
 }
 
 /// Write what a waking tick produced, dashboard first: the hash saved with

@@ -100,7 +100,9 @@ fn outcomes(r: &TickReport) -> Vec<(String, &'static str)> {
 }
 
 fn load(dir: &Path) -> State {
-    store::load(&dir.join("state.json")).unwrap().unwrap()
+    let mut state = store::load(&dir.join("state.json")).unwrap().unwrap();
+    state.files.set_rules(super::SUMMARY_RULES);
+    state
 }
 
 #[test]
