@@ -25,6 +25,10 @@ use serde_json::{Value, json};
 use super::http::{self, Request, Server, lock};
 use super::{Run, Sandbox, WATCHED};
 
+#[path = "gitlab_archive.rs"]
+mod archive;
+pub use archive::{Tamper, rate_limited};
+
 /// The project's path, as `--project` names it.
 pub const PROJECT: &str = "group/project";
 /// The project's numeric id (also accepted in URLs).
@@ -105,6 +109,8 @@ pub enum Endpoint {
     BlobRaw,
     /// `GET /projects/:id/repository/compare`
     Compare,
+    /// `GET /projects/:id/repository/archive[.tar.gz]` (many files at once).
+    Archive,
     /// `GET|HEAD /projects/:id/repository/files/:file_path`
     File,
     /// `GET /projects/:id/repository/files/:file_path/raw`
@@ -261,6 +267,8 @@ struct Shared {
     issues: Mutex<Vec<Value>>,
     /// The body of the request being answered (only issue writes have one).
     body: Mutex<Vec<u8>>,
+    /// How the archives served differ from the repository.
+    archive_tampering: Mutex<Vec<Tamper>>,
 }
 
 struct Settings {
@@ -297,6 +305,7 @@ impl FakeGitLab {
             request_ids: AtomicU64::new(0),
             issues: Mutex::new(Vec::new()),
             body: Mutex::new(Vec::new()),
+            archive_tampering: Mutex::new(Vec::new()),
         });
         let inner = shared.clone();
         let server = Server::start("fake GitLab", listener, shutdown, move |req, conn, out| {
@@ -611,6 +620,7 @@ fn route(segments: &[String]) -> Endpoint {
             ["tree"] => Endpoint::Tree,
             ["blobs", _, "raw"] => Endpoint::BlobRaw,
             ["compare"] => Endpoint::Compare,
+            ["archive"] | ["archive.tar.gz"] => Endpoint::Archive,
             ["files", _] => Endpoint::File,
             ["files", _, "raw"] => Endpoint::FileRaw,
             _ => Endpoint::Unknown,
@@ -665,6 +675,7 @@ impl Shared {
             Endpoint::Tree => self.tree(call),
             Endpoint::BlobRaw => self.blob_raw(call),
             Endpoint::Compare => self.compare(call),
+            Endpoint::Archive => self.archive(call),
             Endpoint::File | Endpoint::FileRaw => self.file(call),
             Endpoint::Issues | Endpoint::Issue => self.issues(call),
             Endpoint::Unknown => unreachable!(),
