@@ -69,14 +69,19 @@ impl Archive {
         let key = blob.to_ascii_lowercase();
         let (held, left) = self.held.get_mut(&key)?;
         *left = left.saturating_sub(1);
-        let answer = match held {
-            Held::Bytes(b) if b.len() as u64 <= limit => Ok(b.clone()),
+        let answer = |held: &mut Held| match held {
+            Held::Bytes(b) if b.len() as u64 <= limit => Ok(std::mem::take(b)),
             _ => Err(SourceError::ReadStopped { limit }),
         };
-        if *left == 0 {
-            self.held.remove(&key);
+        if *left > 0 {
+            let mut copy = match held {
+                Held::Bytes(b) => Held::Bytes(b.clone()),
+                Held::Over => Held::Over,
+            };
+            return Some(answer(&mut copy));
         }
-        Some(answer)
+        let (mut held, _) = self.held.remove(&key)?;
+        Some(answer(&mut held))
     }
 }
 

@@ -194,3 +194,92 @@ fn pax_comment(tar: &mut tar::Builder<Vec<u8>>, sha: &str) {
     h.set_cksum();
     tar.append(&h, record.as_bytes()).expect("an in-memory tar");
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+
+    use crate::util::Sandbox;
+
+    /// `(entry type, name, bytes)` of every entry of the fake's archive.
+    fn entries(url: &str) -> (u16, Vec<(tar::EntryType, String, Vec<u8>)>) {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .into();
+        let mut resp = agent
+            .get(url)
+            .header("PRIVATE-TOKEN", super::super::TOKEN)
+            .call()
+            .expect("the fake answers");
+        let status = resp.status().as_u16();
+        let body = resp.body_mut().read_to_vec().unwrap();
+        if status != 200 {
+            return (status, Vec::new());
+        }
+        let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(body.as_slice()));
+        let mut out = Vec::new();
+        for entry in archive.entries().unwrap() {
+            let mut entry = entry.unwrap();
+            let name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+            let mut bytes = Vec::new();
+            entry.read_to_end(&mut bytes).unwrap();
+            out.push((entry.header().entry_type(), name, bytes));
+        }
+        (status, out)
+    }
+
+    #[test]
+    fn the_fake_archive_is_laid_out_as_gitlab_lays_it_out() {
+        let sb = Sandbox::with_files(&["a.js", "sub/b.js"]);
+        sb.repo.write("README.md", "outside the watched path\n");
+        let sha = sb.repo.commit("readme");
+        let gl = sb.gitlab();
+        let base = format!("{}/projects/group%2Fproject/repository", gl.url());
+
+        let (status, got) = entries(&format!(
+            "{base}/archive.tar.gz?sha={sha}&path=libs%2Fshared"
+        ));
+        assert_eq!(status, 200);
+        let top = format!("project-{sha}-{sha}-libs-shared");
+        assert_eq!(got[0].0, tar::EntryType::XGlobalHeader);
+        assert_eq!(
+            String::from_utf8_lossy(&got[0].2),
+            format!("52 comment={sha}\n")
+        );
+        let names: Vec<(tar::EntryType, &str)> =
+            got[1..].iter().map(|(k, n, _)| (*k, n.as_str())).collect();
+        let a = format!("{top}/libs/shared/a.js");
+        let sub = format!("{top}/libs/shared/sub/");
+        let b = format!("{top}/libs/shared/sub/b.js");
+        assert_eq!(
+            names,
+            vec![
+                (tar::EntryType::Regular, a.as_str()),
+                (tar::EntryType::Directory, sub.as_str()),
+                (tar::EntryType::Regular, b.as_str()),
+            ]
+        );
+        let blob = sb
+            .repo
+            .git(&["cat-file", "blob", &format!("{sha}:libs/shared/a.js")]);
+        assert_eq!(String::from_utf8_lossy(&got[1].2).trim_end(), blob);
+
+        // A branch names itself in the top directory, the commit after it.
+        let (_, got) = entries(&format!("{base}/archive?sha=main"));
+        assert!(
+            got[1..]
+                .iter()
+                .all(|(_, n, _)| n.starts_with(&format!("project-main-{sha}/"))),
+            "{:?}",
+            got.iter().map(|e| &e.1).collect::<Vec<_>>()
+        );
+        assert!(got.iter().any(|(_, n, _)| n.ends_with("/README.md")));
+
+        // Any failure is GitLab's rescue: 404 File Not Found.
+        let (status, _) = entries(&format!("{base}/archive.tar.gz?sha={}", "0".repeat(40)));
+        assert_eq!(status, 404);
+        let (status, _) = entries(&format!("{base}/archive.tar.gz?sha=main&path=nothing"));
+        assert_eq!(status, 404);
+    }
+}
