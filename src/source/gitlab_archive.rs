@@ -259,11 +259,15 @@ fn unpack<R: Read>(
             if !plain_path(&path, &mut top) {
                 continue;
             }
-            let size = entry.header().size()?;
+            let size = entry.size();
             if let Some((blob, held)) = hash_entry(&mut entry, size, limit, hex_len)?
                 && wanted.contains_key(&blob)
             {
                 found.insert(blob, held);
+                if found.len() == wanted.len() {
+                    // The rest of the tree is not needed: stop downloading.
+                    break;
+                }
             }
         }
         Ok(())
@@ -469,6 +473,22 @@ mod tests {
         assert!(stopped.unwrap().contains("cut"));
         assert!(found.contains_key(&id(first)));
         assert!(!found.contains_key(&id(&rest)));
+    }
+
+    #[test]
+    fn held_bytes_answer_each_expected_read_and_are_then_let_go() {
+        let a = b"same bytes at two paths\n".to_vec();
+        let mut archive = Archive::new(1 << 20);
+        archive.held.insert(id(&a), (Held::Bytes(a.clone()), 2));
+        archive.held.insert(id(b"big"), (Held::Over, 1));
+        assert!(archive.holds(&id(&a).to_ascii_uppercase()));
+        assert_eq!(archive.take(&id(&a), 100).unwrap().unwrap(), a);
+        assert_eq!(archive.take(&id(&a), 100).unwrap().unwrap(), a);
+        assert!(!archive.holds(&id(&a)) && archive.take(&id(&a), 100).is_none());
+        assert_eq!(
+            archive.take(&id(b"big"), 100).unwrap().unwrap_err(),
+            SourceError::ReadStopped { limit: 100 }
+        );
     }
 
     #[test]
