@@ -95,7 +95,7 @@ fn run_tick(args: TickArgs) -> Result<u8> {
         SourceChoice::Gitlab(_) => DEFAULT_GITLAB_MAX_READS,
         SourceChoice::Git { .. } => 0,
     });
-    let (mut source, rev) = build_source(choice)?;
+    let (mut source, rev) = build_source(choice, args.max_archive_bytes)?;
     let cfg = tick_config(&args, &env, advisor_on, rev, max_reads)?;
     let scope = source.scope();
     let same_scope = |p: &std::path::Path| {

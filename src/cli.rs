@@ -710,6 +710,19 @@ pub struct TickArgs {
     /// reads are free; 100 on GitLab, where each read is an API request.
     #[arg(long, env = "SENTINEL_MAX_READS", help_heading = WORK, value_name = "N")]
     pub max_reads: Option<usize>,
+    /// Most bytes of one GitLab archive download (0 = never download it).
+    ///
+    /// When a tick has many files to read, the GitLab source fetches them all
+    /// in one request (the repository archive); past this many bytes, counted
+    /// compressed and unpacked, it stops and reads the rest one by one.
+    #[arg(
+        long,
+        env = "SENTINEL_MAX_ARCHIVE_BYTES",
+        help_heading = WORK,
+        value_name = "BYTES",
+        default_value_t = crate::source::gitlab::DEFAULT_MAX_ARCHIVE_BYTES
+    )]
+    pub max_archive_bytes: u64,
     /// Files larger than this are not read.
     ///
     /// They are fingerprinted by their content id instead.

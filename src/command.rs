@@ -8,19 +8,26 @@ use anyhow::{Result, anyhow, bail};
 use crate::cli::{Environment, SourceArgs, SourceChoice};
 use crate::source::Source;
 use crate::source::git::GitSource;
-use crate::source::gitlab::GitLabSource;
+use crate::source::gitlab::{DEFAULT_MAX_ARCHIVE_BYTES, GitLabSource};
 use crate::state::store;
 
 /// The source the flags choose, and the revision it reads.
 pub fn make_source(args: &SourceArgs, env: &Environment) -> Result<(Box<dyn Source>, String)> {
-    build_source(args.choose(env)?)
+    build_source(args.choose(env)?, DEFAULT_MAX_ARCHIVE_BYTES)
 }
 
-pub fn build_source(choice: SourceChoice) -> Result<(Box<dyn Source>, String)> {
+pub fn build_source(
+    choice: SourceChoice,
+    max_archive: u64,
+) -> Result<(Box<dyn Source>, String)> {
     let rev = choice.rev();
     let source: Box<dyn Source> = match choice {
         SourceChoice::Git { repo, branch, path } => Box::new(GitSource::new(repo, branch, path)),
-        SourceChoice::Gitlab(cfg) => Box::new(GitLabSource::new(cfg).map_err(|e| anyhow!("{e}"))?),
+        SourceChoice::Gitlab(cfg) => Box::new(
+            GitLabSource::new(cfg)
+                .map_err(|e| anyhow!("{e}"))?
+                .with_max_archive_bytes(max_archive),
+        ),
     };
     Ok((source, rev))
 }

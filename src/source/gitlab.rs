@@ -13,6 +13,10 @@ use serde::Deserialize;
 
 use super::{Change, Entry, Listing, RequestCounts, Source, SourceError};
 
+#[path = "gitlab_archive.rs"]
+mod archive;
+pub use archive::DEFAULT_MAX_ARCHIVE_BYTES;
+
 /// The most a `Retry-After` is honoured; a longer wait ends the request.
 const MAX_RETRY_WAIT: Duration = Duration::from_secs(60);
 /// Retries after a 429 on listing and content requests.
@@ -103,6 +107,8 @@ pub struct GitLabSource {
     waits: Vec<u64>,
     /// Commits of the last compare, kept for the rollback lookup.
     last_compare: Option<(String, String, Vec<CompareCommit>)>,
+    /// The repository archive: many files in one request.
+    archive: archive::Archive,
 }
 
 #[derive(Deserialize)]
@@ -197,7 +203,15 @@ impl GitLabSource {
             counts: RequestCounts::default(),
             waits: Vec::new(),
             last_compare: None,
+            archive: archive::Archive::new(DEFAULT_MAX_ARCHIVE_BYTES),
         })
+    }
+
+    /// The most bytes one archive download may bring (`--max-archive-bytes`;
+    /// 0 never downloads it).
+    pub fn with_max_archive_bytes(mut self, max: u64) -> GitLabSource {
+        self.archive.max_bytes = max;
+        self
     }
 
     fn project_url(&self, rest: &str) -> String {
@@ -772,6 +786,9 @@ impl Source for GitLabSource {
     }
 
     fn read(&mut self, blob: &str, limit: u64) -> Result<Vec<u8>, SourceError> {
+        if let Some(answer) = self.archive.take(blob, limit) {
+            return answer;
+        }
         if !is_object_id(blob) {
             return Err(SourceError::Unavailable(format!(
                 "`{blob}` is not an object id"
@@ -827,6 +844,14 @@ impl Source for GitLabSource {
             out.push(paths);
         }
         Ok(out)
+    }
+
+    fn gather(&mut self, at: &str, blobs: &[String], limit: u64, tracked: usize) -> Vec<String> {
+        self.gather_archive(at, blobs, limit, tracked)
+    }
+
+    fn holds(&self, blob: &str) -> bool {
+        self.archive.holds(blob)
     }
 
     fn request_counts(&self) -> RequestCounts {

@@ -108,6 +108,26 @@ pub trait Source {
     /// costs no request, and reads of other ids, in another order, or
     /// fewer of them, are answered all the same.
     fn prefetch(&mut self, _blobs: &[String]) {}
+    /// All the content ids the tick wants read (whatever the read limit),
+    /// at commit `at`, each kept up to `limit` bytes, out of `tracked`
+    /// files: a source with a cheaper way than one read each (GitLab's
+    /// repository archive) may fetch them now and then `holds` them. The
+    /// notes say what could not be fetched that way; those ids are read
+    /// one by one.
+    fn gather(
+        &mut self,
+        _at: &str,
+        _blobs: &[String],
+        _limit: u64,
+        _tracked: usize,
+    ) -> Vec<String> {
+        Vec::new()
+    }
+    /// Whether a `read` of this id is answered without a request, from
+    /// bytes `gather` fetched: such a read is not bounded by `--max-reads`.
+    fn holds(&self, _blob: &str) -> bool {
+        false
+    }
     /// The head, and the branch tip it was found at when the source can
     /// read the tip without a request (`None` otherwise). `known` is a
     /// (tip, head) pair found by an earlier tick of the same scope: when

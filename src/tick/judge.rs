@@ -66,11 +66,22 @@ impl Work<'_> {
         } else {
             usize::MAX
         };
-        let blobs: Vec<String> = candidates
+        let wanted: Vec<String> = candidates
             .iter()
             .filter_map(|path| state.files.get(path))
             .filter(|record| record.content.is_none())
             .map(|record| record.blob.clone())
+            .collect();
+        // Many reads may come cheaper all at once (GitLab's archive); what
+        // that brings is no read against the limit.
+        let at = self.head.as_deref().unwrap_or(&self.cfg.rev);
+        let notes = self
+            .source
+            .gather(at, &wanted, self.cfg.max_file_bytes, state.files.len());
+        self.notes.extend(notes);
+        let blobs: Vec<String> = wanted
+            .into_iter()
+            .filter(|blob| !self.source.holds(blob))
             .take(left)
             .collect();
         if !blobs.is_empty() {
@@ -156,10 +167,10 @@ impl Work<'_> {
         } else {
             Novelty::FirstSeen
         };
-        if let Some(why) = self.cannot_read() {
+        let blob = record.blob.clone();
+        if let Some(why) = self.cannot_read().filter(|_| !self.source.holds(&blob)) {
             return Ok(Err(self.pending(path, novelty, None, why)));
         }
-        let blob = record.blob.clone();
         Ok(match self.read(path, &blob)? {
             Ok((f, bytes)) => Ok((f, bytes)),
             Err(e) => Err(FileReport::new(
@@ -418,7 +429,10 @@ impl Work<'_> {
         path: &str,
         blob: &str,
     ) -> Result<std::result::Result<(ContentFacts, Option<Vec<u8>>), SourceError>> {
-        self.read_calls += 1;
+        // Bytes the source already holds cost no request.
+        if !self.source.holds(blob) {
+            self.read_calls += 1;
+        }
         let limit = self.cfg.max_file_bytes;
         match read_facts(&mut *self.source, path, blob, limit, &mut self.notes) {
             Ok((f, b)) => {

@@ -27,6 +27,9 @@ use super::{Run, Sandbox, WATCHED};
 
 #[path = "gitlab_mr.rs"]
 mod merge_requests;
+#[path = "gitlab_archive.rs"]
+mod archive;
+pub use archive::{Tamper, rate_limited};
 
 /// The project's path, as `--project` names it.
 pub const PROJECT: &str = "group/project";
@@ -108,6 +111,8 @@ pub enum Endpoint {
     BlobRaw,
     /// `GET /projects/:id/repository/compare`
     Compare,
+    /// `GET /projects/:id/repository/archive[.tar.gz]` (many files at once).
+    Archive,
     /// `GET|HEAD /projects/:id/repository/files/:file_path`
     File,
     /// `GET /projects/:id/repository/files/:file_path/raw`
@@ -270,6 +275,8 @@ struct Shared {
     body: Mutex<Vec<u8>>,
     /// Merge requests created through the API, in order.
     merge_requests: Mutex<Vec<Value>>,
+    /// How the archives served differ from the repository.
+    archive_tampering: Mutex<Vec<Tamper>>,
 }
 
 struct Settings {
@@ -307,6 +314,7 @@ impl FakeGitLab {
             issues: Mutex::new(Vec::new()),
             body: Mutex::new(Vec::new()),
             merge_requests: Mutex::new(Vec::new()),
+            archive_tampering: Mutex::new(Vec::new()),
         });
         let inner = shared.clone();
         let server = Server::start("fake GitLab", listener, shutdown, move |req, conn, out| {
@@ -623,6 +631,7 @@ fn route(segments: &[String]) -> Endpoint {
             ["tree"] => Endpoint::Tree,
             ["blobs", _, "raw"] => Endpoint::BlobRaw,
             ["compare"] => Endpoint::Compare,
+            ["archive"] | ["archive.tar.gz"] => Endpoint::Archive,
             ["files", _] => Endpoint::File,
             ["files", _, "raw"] => Endpoint::FileRaw,
             _ => Endpoint::Unknown,
@@ -679,6 +688,7 @@ impl Shared {
             Endpoint::Tree => self.tree(call),
             Endpoint::BlobRaw => self.blob_raw(call),
             Endpoint::Compare => self.compare(call),
+            Endpoint::Archive => self.archive(call),
             Endpoint::File | Endpoint::FileRaw => self.file(call),
             Endpoint::Issues | Endpoint::Issue => self.issues(call),
             Endpoint::MergeRequests | Endpoint::MergeRequest => self.merge_requests(call),
