@@ -108,7 +108,7 @@ fn run_tick(args: TickArgs) -> Result<u8> {
     let cfg = tick_config(&args, &env, advisor_on, rev, max_reads)?;
     // A dry run calls no model and runs no agent.
     let mut advisor = (advisor_on && !args.dry_run)
-        .then(|| make_advisor(&args, &env, on_git))
+        .then(|| make_advisor(&args, &env, on_git, &cfg.rev))
         .flatten();
     let mut storage = FileStorage::new(&cfg.state);
     let mut report = tick::run(
@@ -131,7 +131,12 @@ fn run_tick(args: TickArgs) -> Result<u8> {
 }
 
 /// The advisor: the agent command when one is given, else the model.
-fn make_advisor(args: &TickArgs, env: &Environment, on_git: bool) -> Option<Box<dyn Advisor>> {
+fn make_advisor(
+    args: &TickArgs,
+    env: &Environment,
+    on_git: bool,
+    rev: &str,
+) -> Option<Box<dyn Advisor>> {
     if let Some(command) = &args.llm.agent {
         return Some(Box::new(AgentAdvisor::new(AgentConfig {
             command: command.clone(),
@@ -139,7 +144,7 @@ fn make_advisor(args: &TickArgs, env: &Environment, on_git: bool) -> Option<Box<
             cwd: args.source.repo.clone(),
             // On a local clone the agent gets a worktree of its own; over
             // the GitLab API it answers with content instead.
-            worktree: on_git.then(|| Worktree::of(&args.source.repo)),
+            worktree: on_git.then(|| Worktree::of(&args.source.repo, rev, args.max_file_bytes)),
             pass_env: args.llm.agent_env.clone(),
             fake_sleep: args.source.fake_sleep,
         })));

@@ -26,6 +26,8 @@ mod escaping;
 mod front_door;
 #[path = "e2e/hostile_files.rs"]
 mod hostile_files;
+#[path = "e2e/hostile_worktree.rs"]
+mod hostile_worktree;
 #[path = "e2e/identity.rs"]
 mod identity;
 #[path = "e2e/loops.rs"]
