@@ -223,14 +223,14 @@ pub fn read_beneath(root: &Path, rel: &str, limit: u64) -> Result<Option<Vec<u8>
     }
     let dir_flags = libc::O_RDONLY | libc::O_DIRECTORY;
     let root_name = root.to_string_lossy();
-    let mut dir =
-        open_at(libc::AT_FDCWD, &root_name, dir_flags).map_err(|e| classify(e, &root_name))?;
+    let mut dir = open_at(libc::AT_FDCWD, &root_name, dir_flags)
+        .map_err(|e| classify(e, libc::AT_FDCWD, &root_name, &root_name))?;
     let (name, dirs) = parts.split_last().ok_or(Refusal::OutsideTheRoot)?;
     for (i, part) in dirs.iter().enumerate() {
         dir = match open_at(dir.as_raw_fd(), part, dir_flags) {
             Ok(d) => d,
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(classify(e, &parts[..=i].join("/"))),
+            Err(e) => return Err(classify(e, dir.as_raw_fd(), part, &parts[..=i].join("/"))),
         };
     }
     let fd = match open_at(dir.as_raw_fd(), name, libc::O_RDONLY | libc::O_NONBLOCK) {
@@ -238,7 +238,7 @@ pub fn read_beneath(root: &Path, rel: &str, limit: u64) -> Result<Option<Vec<u8>
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
         // Opening a socket fails with ENXIO.
         Err(e) if e.raw_os_error() == Some(libc::ENXIO) => return Err(Refusal::Socket),
-        Err(e) => return Err(classify(e, rel)),
+        Err(e) => return Err(classify(e, dir.as_raw_fd(), name, rel)),
     };
     let file = File::from(fd);
     let meta = file.metadata().map_err(Refusal::Io)?;
@@ -268,12 +268,26 @@ pub fn read_beneath(root: &Path, rel: &str, limit: u64) -> Result<Option<Vec<u8>
     Ok(Some(bytes))
 }
 
-fn classify(e: io::Error, at: &str) -> Refusal {
+/// Why `name` in `dir` (spelled `at` for the message) could not be opened:
+/// a link opened as a directory fails with ENOTDIR, so it is looked at.
+fn classify(e: io::Error, dir: libc::c_int, name: &str, at: &str) -> Refusal {
     match e.raw_os_error() {
         Some(libc::ELOOP) => Refusal::Link(at.to_string()),
+        Some(libc::ENOTDIR) if is_link_at(dir, name) => Refusal::Link(at.to_string()),
         Some(libc::ENOTDIR) => Refusal::NotADirectory(at.to_string()),
         _ => Refusal::Io(e),
     }
+}
+
+fn is_link_at(dir: libc::c_int, name: &str) -> bool {
+    let Ok(c) = std::ffi::CString::new(name) else {
+        return false;
+    };
+    // SAFETY: an all-zero stat is a valid value to be overwritten.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a valid C string and `st` a valid stat buffer.
+    let rc = unsafe { libc::fstatat(dir, c.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
+    rc == 0 && (st.st_mode & libc::S_IFMT) == libc::S_IFLNK
 }
 
 #[cfg(test)]
