@@ -332,7 +332,7 @@ fn run_explain(args: ExplainArgs) -> Result<u8> {
         max_file_bytes: tick::DEFAULT_MAX_FILE_BYTES,
         evidence: tick::current_evidence(),
         locks: args.source.lock.clone(),
-        now: Utc::now(),
+        now: args.now.unwrap_or_else(Utc::now),
     };
     let current = tick::current_fingerprint(&state, source.as_mut(), &rev, &file, &judging);
     explainable(&file, state.files.contains_key(&file), &current)?;
@@ -340,7 +340,17 @@ fn run_explain(args: ExplainArgs) -> Result<u8> {
         .llm
         .enabled(env.openai_api_key.is_some())?
         .then(|| format!("openai:{}", args.llm.model));
-    let e = explain::explain(&file, state.files.get(&file), &current, advisor.as_deref());
+    let limits = explain::Limits {
+        max_rewrites: args.max_rewrites,
+        now: args.now.unwrap_or_else(Utc::now),
+    };
+    let e = explain::explain(
+        &file,
+        state.files.get(&file),
+        &current,
+        advisor.as_deref(),
+        limits,
+    );
     if args.json {
         emit_json(&e)?;
     } else {

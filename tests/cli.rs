@@ -50,6 +50,8 @@ mod retries;
 mod scheduler;
 #[path = "e2e/state_layout.rs"]
 mod state_layout;
+#[path = "e2e/stuck_ends.rs"]
+mod stuck_ends;
 #[path = "e2e/templates.rs"]
 mod templates;
 #[path = "e2e/wakes.rs"]
