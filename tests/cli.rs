@@ -56,6 +56,8 @@ mod stuck_ends;
 mod templates;
 #[path = "e2e/wakes.rs"]
 mod wakes;
+#[path = "e2e/way_two.rs"]
+mod way_two;
 
 use std::fs;
 
