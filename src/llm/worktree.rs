@@ -36,8 +36,9 @@ pub struct Worktree {
 struct GitDirs {
     /// The clone's own git directory (where its `HEAD` is).
     git: PathBuf,
-    /// `<common git dir>/worktrees/agent`: the worktree's admin directory.
-    admin: PathBuf,
+    /// The common git directory, whose `worktrees/` holds the worktree's
+    /// admin directory.
+    common: PathBuf,
 }
 
 /// The refs of the clone an agent could move.
@@ -90,15 +91,15 @@ impl Worktree {
             .prefix("sentinel-no-hooks-")
             .tempdir()
             .map_err(|e| format!("cannot create an empty hooks directory: {e}"))?;
-        if self.is_ours(&dirs.admin) {
-            self.git_in(
-                &dirs.admin,
-                hooks.path(),
-                &["checkout", "--quiet", "--force", "--detach", head],
-            )?;
-            self.git_in(&dirs.admin, hooks.path(), &["clean", "--quiet", "-fdx"])?;
-        } else {
-            self.recreate(&dirs.admin, hooks.path(), head)?;
+        match self.admin_of(&dirs.common) {
+            Some(admin) => {
+                let checkout = ["checkout", "--quiet", "--force", "--detach", head];
+                self.git_in(&admin, hooks.path(), &checkout)?;
+                self.git_in(&admin, hooks.path(), &["clean", "--quiet", "-fdx"])?;
+            }
+            None => {
+                self.recreate(&dirs.common, hooks.path(), head)?;
+            }
         }
         *self.before.lock().unwrap_or_else(|p| p.into_inner()) = Some(self.refs(&dirs));
         Ok(())
@@ -179,22 +180,57 @@ impl Worktree {
         })
     }
 
-    /// Whether the worktree is the one sentinel made: a directory, not a
-    /// link, whose `.git` is exactly the file sentinel wrote.
-    fn is_ours(&self, admin: &Path) -> bool {
-        let dir = fs::symlink_metadata(&self.path).is_ok_and(|m| m.is_dir());
-        let admin_ok = fs::symlink_metadata(admin).is_ok_and(|m| m.is_dir())
-            && fs::read(admin.join("commondir")).is_ok_and(|c| c == b"../..\n");
-        let dot_git = safe_fs::read_beneath(&self.path, ".git", 4096)
-            .is_ok_and(|b| b.as_deref() == Some(dot_git_content(admin).as_bytes()));
-        dir && admin_ok && dot_git
+    /// The admin directory of the worktree when it is the one sentinel
+    /// made: a directory, not a link, whose `.git` (read without following
+    /// a link) names an admin directory right under `<common>/worktrees`
+    /// that names this worktree back. Anything else is `None`.
+    fn admin_of(&self, common: &Path) -> Option<PathBuf> {
+        if !fs::symlink_metadata(&self.path).is_ok_and(|m| m.is_dir()) {
+            return None;
+        }
+        let dot_git = safe_fs::read_beneath(&self.path, ".git", 4096).ok()??;
+        let admin = PathBuf::from(
+            std::str::from_utf8(&dot_git)
+                .ok()?
+                .strip_prefix("gitdir: ")?
+                .strip_suffix('\n')?,
+        );
+        let under = admin.parent() == Some(common.join("worktrees").as_path());
+        let real_dir = fs::symlink_metadata(&admin).is_ok_and(|m| m.is_dir());
+        let common_ok = fs::read(admin.join("commondir")).is_ok_and(|c| c == b"../..\n");
+        (under && real_dir && common_ok && self.names_us(&admin)).then_some(admin)
     }
 
-    /// Remove what stands at the worktree and its admin directory, and let
-    /// git make them again.
-    fn recreate(&self, admin: &Path, hooks: &Path, head: &str) -> Result<(), String> {
+    /// Whether the admin directory `admin` registers this worktree: its
+    /// `gitdir` names `<path>/.git`, as written or after resolving the
+    /// directories above the worktree (never the worktree itself, which
+    /// may be the agent's link).
+    fn names_us(&self, admin: &Path) -> bool {
+        let Ok(text) = fs::read_to_string(admin.join("gitdir")) else {
+            return false;
+        };
+        let named = admin.join(text.trim_end_matches('\n'));
+        let mine = self.path.join(".git");
+        let resolved = |p: &Path| {
+            let worktree = p.parent()?;
+            let above = fs::canonicalize(worktree.parent()?).ok()?;
+            Some(above.join(worktree.file_name()?).join(".git"))
+        };
+        named == mine || resolved(&named).is_some_and(|n| Some(n) == resolved(&mine))
+    }
+
+    /// Remove what stands at the worktree and every registration of it, and
+    /// let git make it again; returns its new admin directory. A worktree of
+    /// the user's is never touched: only admin directories naming this path.
+    fn recreate(&self, common: &Path, hooks: &Path, head: &str) -> Result<PathBuf, String> {
         remove(&self.path)?;
-        remove(admin)?;
+        if let Ok(entries) = fs::read_dir(common.join("worktrees")) {
+            for admin in entries.flatten().map(|e| e.path()) {
+                if self.names_us(&admin) {
+                    remove(&admin)?;
+                }
+            }
+        }
         let path = self.path.to_string_lossy().into_owned();
         let mut cmd = self.command(hooks);
         cmd.arg("-C").arg(&self.repo);
@@ -202,21 +238,17 @@ impl Worktree {
             "worktree", "add", "--quiet", "--force", "--detach", &path, head,
         ]);
         self.run(cmd, "worktree")?;
-        if !admin.is_dir() {
-            return Err(format!(
-                "cannot prepare the agent's worktree `{}`: git did not create `{}`; \
-                 run `git worktree prune` in the clone and try again",
+        // Nothing but git has run since it wrote `.git`: it names the admin
+        // directory git chose (`agent`, or `agent1` when a worktree of the
+        // user's is called `agent` too).
+        self.admin_of(common).ok_or_else(|| {
+            format!(
+                "cannot prepare the agent's worktree `{}`: git made it, but its `.git` does not \
+                 name an admin directory under `{}`; run `git worktree prune` in the clone",
                 self.path.display(),
-                admin.display()
-            ));
-        }
-        // Written by sentinel, so the next run can tell it is the same file.
-        safe_fs::replace(
-            &self.path.join(".git"),
-            dot_git_content(admin).as_bytes(),
-            None,
-        )
-        .map_err(|e| format!("cannot write `{}`: {e}", self.path.join(".git").display()))
+                common.join("worktrees").display()
+            )
+        })
     }
 
     fn dirs(&self) -> Result<GitDirs, String> {
@@ -236,7 +268,7 @@ impl Worktree {
                 match (lines.next(), lines.next()) {
                     (Some(git), Some(common)) => Ok(GitDirs {
                         git: PathBuf::from(git),
-                        admin: Path::new(common).join("worktrees").join("agent"),
+                        common: PathBuf::from(common),
                     }),
                     _ => Err(format!(
                         "cannot find the git directory of `{}`",
@@ -337,10 +369,6 @@ fn is_id(head_file: &Option<String>) -> bool {
         .is_some_and(|h| !h.trim_end().starts_with("ref: "))
 }
 
-fn dot_git_content(admin: &Path) -> String {
-    format!("gitdir: {}\n", admin.display())
-}
-
 /// Remove whatever stands at `path`: a link is unlinked, never followed, and
 /// a directory is removed without following the links inside it.
 fn remove(path: &Path) -> Result<(), String> {
@@ -356,4 +384,106 @@ fn remove(path: &Path) -> Result<(), String> {
             path.display()
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .trim_end()
+            .to_string()
+    }
+
+    /// A clone with one commit; its head.
+    fn clone_at(dir: &Path) -> String {
+        fs::create_dir_all(dir).unwrap();
+        git(dir, &["init", "-q"]);
+        fs::write(dir.join("a.js"), "// a\n").unwrap();
+        git(dir, &["add", "-A"]);
+        git(dir, &["commit", "-qm", "one"]);
+        git(dir, &["rev-parse", "HEAD"])
+    }
+
+    /// Prepare twice; a mark left in the admin directory after the first
+    /// survives the second only when the worktree was kept, not made again.
+    fn kept_on_the_second_prepare(wt: &Worktree, head: &str) -> bool {
+        wt.prepare(head).unwrap();
+        let admin = wt.admin_of(&wt.dirs().unwrap().common).unwrap();
+        fs::write(admin.join("mark"), "").unwrap();
+        wt.prepare(head).unwrap();
+        admin.join("mark").exists()
+    }
+
+    #[test]
+    fn a_prepared_worktree_is_kept_from_run_to_run() {
+        let tmp = tempfile::tempdir().unwrap();
+        let repo = tmp.path().join("repo");
+        let head = clone_at(&repo);
+        assert!(kept_on_the_second_prepare(
+            &Worktree::of(&repo, "HEAD", 100),
+            &head
+        ));
+        // Also when the clone is reached through a link.
+        let link = tmp.path().join("link");
+        std::os::unix::fs::symlink(&repo, &link).unwrap();
+        assert!(kept_on_the_second_prepare(
+            &Worktree::of(&link, "HEAD", 100),
+            &head
+        ));
+    }
+
+    #[test]
+    fn a_worktree_of_the_users_called_agent_is_never_touched() {
+        let tmp = tempfile::tempdir().unwrap();
+        let repo = tmp.path().join("repo");
+        let head = clone_at(&repo);
+        let users = tmp.path().join("agent");
+        git(
+            &repo,
+            &[
+                "worktree",
+                "add",
+                "-q",
+                "--detach",
+                &users.to_string_lossy(),
+            ],
+        );
+        fs::write(users.join("work.txt"), "mine\n").unwrap();
+        let wt = Worktree::of(&repo, "HEAD", 100);
+        assert!(kept_on_the_second_prepare(&wt, &head));
+        // The agent points `.git` at the user's worktree: sentinel makes its own again.
+        let admin = repo.join(".git/worktrees/agent");
+        fs::write(
+            wt.path.join(".git"),
+            format!("gitdir: {}\n", admin.display()),
+        )
+        .unwrap();
+        wt.prepare(&head).unwrap();
+        assert_eq!(
+            fs::read_to_string(users.join("work.txt")).unwrap(),
+            "mine\n"
+        );
+        assert_eq!(
+            fs::read_to_string(admin.join("gitdir")).unwrap().trim_end(),
+            users.join(".git").to_string_lossy()
+        );
+        assert!(git(&users, &["status", "--porcelain"]).contains("work.txt"));
+    }
 }

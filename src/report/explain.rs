@@ -243,14 +243,17 @@ pub fn render(e: &Explanation) -> String {
     if !e.deps.is_empty() {
         let _ = writeln!(out, "local dependencies: {}", t(&e.deps.join(", ")));
     }
-    let r = &e.rewrites;
+    let _ = writeln!(out, "{}", rewrites_line(&e.rewrites));
+    out
+}
+
+/// `rewrites: 3 in 7 days (--max-rewrites 3), stuck until ...`.
+fn rewrites_line(r: &Rewrites) -> String {
     let until = r.stuck_until.map_or("not stuck".to_string(), |u| {
         format!("stuck until {}", u.to_rfc3339())
     });
-    let _ = writeln!(
-        out,
+    format!(
         "rewrites: {} in {} days (--max-rewrites {}), {until}",
         r.in_window, r.window_days, r.max
-    );
-    out
+    )
 }
