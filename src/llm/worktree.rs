@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 
+use crate::source::hooks_off::HooksOff;
 use crate::state::safe_fs;
 
 #[derive(Debug)]
@@ -86,19 +87,16 @@ impl Worktree {
     pub fn prepare(&self, head: &str) -> Result<(), String> {
         self.own_dirs()?;
         let dirs = self.dirs()?;
-        // An empty directory of sentinel's own, made for these commands only.
-        let hooks = tempfile::Builder::new()
-            .prefix("sentinel-no-hooks-")
-            .tempdir()
-            .map_err(|e| format!("cannot create an empty hooks directory: {e}"))?;
+        let hooks =
+            HooksOff::new().map_err(|e| format!("cannot create an empty hooks directory: {e}"))?;
         match self.admin_of(&dirs.common) {
             Some(admin) => {
                 let checkout = ["checkout", "--quiet", "--force", "--detach", head];
-                self.git_in(&admin, hooks.path(), &checkout)?;
-                self.git_in(&admin, hooks.path(), &["clean", "--quiet", "-fdx"])?;
+                self.git_in(&admin, &hooks, &checkout)?;
+                self.git_in(&admin, &hooks, &["clean", "--quiet", "-fdx"])?;
             }
             None => {
-                self.recreate(&dirs.common, hooks.path(), head)?;
+                self.recreate(&dirs.common, &hooks, head)?;
             }
         }
         *self.before.lock().unwrap_or_else(|p| p.into_inner()) = Some(self.refs(&dirs));
@@ -222,7 +220,7 @@ impl Worktree {
     /// Remove what stands at the worktree and every registration of it, and
     /// let git make it again; returns its new admin directory. A worktree of
     /// the user's is never touched: only admin directories naming this path.
-    fn recreate(&self, common: &Path, hooks: &Path, head: &str) -> Result<PathBuf, String> {
+    fn recreate(&self, common: &Path, hooks: &HooksOff, head: &str) -> Result<PathBuf, String> {
         remove(&self.path)?;
         if let Ok(entries) = fs::read_dir(common.join("worktrees")) {
             for admin in entries.flatten().map(|e| e.path()) {
@@ -254,8 +252,8 @@ impl Worktree {
     fn dirs(&self) -> Result<GitDirs, String> {
         self.dirs
             .get_or_init(|| {
-                let hooks = tempfile::tempdir().map_err(|e| e.to_string())?;
-                let mut cmd = self.command(hooks.path());
+                let hooks = HooksOff::new().map_err(|e| e.to_string())?;
+                let mut cmd = self.command(&hooks);
                 cmd.arg("-C").arg(&self.repo).args([
                     "rev-parse",
                     "--path-format=absolute",
@@ -309,21 +307,18 @@ impl Worktree {
     }
 
     /// `git` with hooks and fsmonitor off and sentinel's secrets removed.
-    fn command(&self, hooks: &Path) -> Command {
+    fn command(&self, hooks: &HooksOff) -> Command {
         let mut cmd = Command::new("git");
         crate::redact::scrub_env(&mut cmd);
         for var in crate::source::git::REDIRECTING_ENV {
             cmd.env_remove(var);
         }
-        cmd.arg("-c")
-            .arg(format!("core.hooksPath={}", hooks.display()))
-            .args(["-c", "core.fsmonitor=false"])
-            .stdin(Stdio::null());
+        cmd.args(hooks.args()).stdin(Stdio::null());
         cmd
     }
 
     /// A git command on the worktree, naming its git dir and work tree.
-    fn git_in(&self, admin: &Path, hooks: &Path, args: &[&str]) -> Result<(), String> {
+    fn git_in(&self, admin: &Path, hooks: &HooksOff, args: &[&str]) -> Result<(), String> {
         let mut cmd = self.command(hooks);
         cmd.arg(format!("--git-dir={}", admin.display()))
             .arg(format!("--work-tree={}", self.path.display()))

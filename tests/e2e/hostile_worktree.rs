@@ -169,21 +169,38 @@ fn a_worktree_git_replaced_by_a_repository_pointing_elsewhere_never_moves_sentin
 }
 
 #[test]
-fn a_post_checkout_hook_the_agent_plants_never_runs() {
+fn a_hook_the_agent_plants_never_runs_in_sentinels_git() {
     let sb = two_files();
     let ran = sb.root().join("hook-ran");
+    // Hooks for a checkout (the worktree's) and a ref update (the patch's).
     let body = format!(
         "hooks=$(git rev-parse --path-format=absolute --git-path hooks)\nmkdir -p \"$hooks\"\n\
-         printf '#!/bin/sh\\nenv > {ran}\\n' > \"$hooks/post-checkout\"\nchmod +x \"$hooks/post-checkout\"\n\
+         for h in post-checkout reference-transaction; do\n\
+           printf '#!/bin/sh\\necho %s >> {ran}\\nenv >> {ran}\\n' \"$h\" > \"$hooks/$h\"\n\
+           chmod +x \"$hooks/$h\"\n\
+         done\n\
          git config core.hooksPath \"$hooks\"",
         ran = ran.display()
     );
-    let cmd = agent(&sb, &body, SKIP);
-    tick(&sb, 0, &cmd, 10);
+    let answer = r#"{"action":"EVOLVE","reason":"rewrote it","findings":[],"content":"// new\\n"}"#;
+    let cmd = agent(&sb, &body, answer);
+    let r = tick(&sb, 0, &cmd, 10);
     assert_eq!(runs(&sb), 2);
-    let planted = sb.repo.root.join(".git/hooks/post-checkout");
-    assert!(planted.exists(), "the agent did not plant its hook");
-    assert!(!ran.exists(), "the planted hook ran in sentinel's git");
+    assert_eq!(outcome(&r, "a.js")["outcome"], "evolve", "{r}");
+    let hooks = sb.repo.root.join(".git/hooks");
+    assert!(
+        hooks.join("post-checkout").exists() && hooks.join("reference-transaction").exists(),
+        "the agent did not plant its hooks"
+    );
+    let sandbox = sb
+        .repo
+        .git(&["log", "--format=%s", "refs/heads/sentinel-sandbox"]);
+    assert!(sandbox.contains("proposed change to"), "{sandbox}");
+    assert!(
+        !ran.exists(),
+        "a planted hook ran in sentinel's git:\n{}",
+        fs::read_to_string(&ran).unwrap_or_default()
+    );
 }
 
 #[test]
