@@ -6,8 +6,8 @@
 //! leaves there decides where sentinel's git acts: every command names the
 //! worktree's admin directory (`--git-dir`) and the directory sentinel made
 //! (`--work-tree`) itself, with hooks and fsmonitor off. A worktree whose
-//! `.git` is not the file sentinel wrote, or whose path is a link, is
-//! removed (never following a link) and made again.
+//! `.git` does not name an admin directory that names it back, or whose
+//! path is a link, is removed (never following a link) and made again.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -62,9 +62,6 @@ pub struct Moved {
     /// agent's own work.
     pub switched: bool,
 }
-
-/// Why a file the agent left was not taken as its answer.
-pub type Refused = String;
 
 impl Worktree {
     /// The agent's worktree of the clone at `repo`, watching `rev`, reading
@@ -136,7 +133,7 @@ impl Worktree {
     /// or not; `Ok(None)` when the agent removed it. A link (anywhere on the
     /// way), a FIFO, a device, a directory or a file over the limit is refused
     /// with the reason: nothing outside the worktree is read.
-    pub fn read(&self, file: &str) -> Result<Option<Vec<u8>>, Refused> {
+    pub fn read(&self, file: &str) -> Result<Option<Vec<u8>>, String> {
         safe_fs::read_beneath(&self.path, file, self.max_bytes).map_err(|r| {
             let why = match r {
                 safe_fs::Refusal::TooLarge(n) => format!("it is over --max-file-bytes {n}"),

@@ -12,6 +12,9 @@ impl Work<'_> {
     /// Note each ref the agent moved while judging `path`, and remember the
     /// content of every watched file its commits changed as its own output.
     pub(super) fn agent_moved(&mut self, state: &mut State, path: &str, moved: &[Moved]) {
+        // `HEAD` and the watched branch often move together: one range is
+        // remembered once, so a rewrite is not counted twice.
+        let mut ranges: Vec<(&str, &str)> = Vec::new();
         for m in moved {
             let short = |id: &Option<String>| {
                 id.as_deref()
@@ -27,7 +30,9 @@ impl Work<'_> {
             ));
             if let (Some(from), Some(to), false) = (&m.from, &m.to, m.switched)
                 && from != to
+                && !ranges.contains(&(from.as_str(), to.as_str()))
             {
+                ranges.push((from, to));
                 self.remember_commits(state, from, to);
             }
         }

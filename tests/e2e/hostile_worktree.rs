@@ -325,3 +325,38 @@ fn an_agent_that_moves_the_watched_branch_is_noted_and_its_commit_costs_no_call(
         "{a}"
     );
 }
+
+#[test]
+fn a_watched_branch_and_head_moved_together_count_one_rewrite() {
+    let sb = Sandbox::with_files(&["a.js"]);
+    let body = "printf '// the agent was here\\n' >> \"$SENTINEL_FILE\"\n\
+                git -c user.name=agent -c user.email=agent@example.invalid commit -qam agent\n\
+                git update-ref refs/heads/main HEAD";
+    let cmd = agent(&sb, body, SKIP);
+    let out = sb
+        .tick_cmd(&at(0))
+        .args(["--agent", &cmd, "--branch", "main"])
+        .output();
+    expect_code(&out, 10);
+    let notes = out.json()["notes"].to_string();
+    assert!(
+        notes.contains("the agent moved `HEAD`") && notes.contains("the agent moved `main`"),
+        "{notes}"
+    );
+    let e = sb
+        .sentinel([
+            "explain",
+            &format!("{WATCHED}/a.js"),
+            "--json",
+            "--path",
+            WATCHED,
+        ])
+        .args(["--branch", "main", "--now", &at(1), "--agent", &cmd])
+        .arg("--repo")
+        .arg(&sb.repo.root)
+        .arg("--state")
+        .arg(&sb.state)
+        .output();
+    expect_code(&e, 0);
+    assert_eq!(e.json()["rewrites"]["in_window"], 1, "{}", e.stdout);
+}
