@@ -111,7 +111,7 @@ fn run_tick(args: TickArgs) -> Result<u8> {
     }
     // A dry run calls no model and runs no agent.
     let mut advisor = (advisor_on && !args.dry_run)
-        .then(|| make_advisor(&args, &env, on_git))
+        .then(|| make_advisor(&args, &env, on_git, &cfg.rev))
         .flatten();
     let mut storage = FileStorage::new(&cfg.state);
     let mut report = tick::run(
@@ -140,7 +140,12 @@ fn run_tick(args: TickArgs) -> Result<u8> {
 }
 
 /// The advisor: the agent command when one is given, else the model.
-fn make_advisor(args: &TickArgs, env: &Environment, on_git: bool) -> Option<Box<dyn Advisor>> {
+fn make_advisor(
+    args: &TickArgs,
+    env: &Environment,
+    on_git: bool,
+    rev: &str,
+) -> Option<Box<dyn Advisor>> {
     if let Some(command) = &args.llm.agent {
         return Some(Box::new(AgentAdvisor::new(AgentConfig {
             command: command.clone(),
@@ -148,7 +153,7 @@ fn make_advisor(args: &TickArgs, env: &Environment, on_git: bool) -> Option<Box<
             cwd: args.source.repo.clone(),
             // On a local clone the agent gets a worktree of its own; over
             // the GitLab API it answers with content instead.
-            worktree: on_git.then(|| Worktree::of(&args.source.repo)),
+            worktree: on_git.then(|| Worktree::of(&args.source.repo, rev, args.max_file_bytes)),
             pass_env: args.llm.agent_env.clone(),
             fake_sleep: args.source.fake_sleep,
         })));
@@ -340,7 +345,7 @@ fn run_explain(args: ExplainArgs) -> Result<u8> {
         max_file_bytes: tick::DEFAULT_MAX_FILE_BYTES,
         evidence: tick::current_evidence(),
         locks: args.source.lock.clone(),
-        now: Utc::now(),
+        now: args.now.unwrap_or_else(Utc::now),
     };
     let current = tick::current_fingerprint(&state, source.as_mut(), &rev, &file, &judging);
     explainable(&file, state.files.contains_key(&file), &current)?;
@@ -348,7 +353,17 @@ fn run_explain(args: ExplainArgs) -> Result<u8> {
         .llm
         .enabled(env.openai_api_key.is_some())?
         .then(|| format!("openai:{}", args.llm.model));
-    let e = explain::explain(&file, state.files.get(&file), &current, advisor.as_deref());
+    let limits = explain::Limits {
+        max_rewrites: args.max_rewrites,
+        now: args.now.unwrap_or_else(Utc::now),
+    };
+    let e = explain::explain(
+        &file,
+        state.files.get(&file),
+        &current,
+        advisor.as_deref(),
+        limits,
+    );
     if args.json {
         emit_json(&e)?;
     } else {

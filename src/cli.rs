@@ -1245,6 +1245,24 @@ pub struct ExplainArgs {
         value_parser = clap::builder::BoolishValueParser::new()
     )]
     pub json: bool,
+    /// The rewrite limit of the ticks, to say when a stuck file is handed over again.
+    #[arg(
+        long,
+        env = "SENTINEL_MAX_REWRITES",
+        help_heading = WORK,
+        value_name = "N",
+        default_value_t = 3
+    )]
+    pub max_rewrites: u32,
+    /// The time of the look, RFC 3339 [default: the clock].
+    #[arg(
+        long,
+        env = "SENTINEL_NOW",
+        help_heading = SCHEDULING,
+        value_name = "RFC3339",
+        value_parser = parse_now
+    )]
+    pub now: Option<DateTime<Utc>>,
 }
 
 fn parse_now(s: &str) -> Result<DateTime<Utc>, String> {

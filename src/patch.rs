@@ -119,8 +119,15 @@ impl GitBranch {
         index: Option<&std::path::Path>,
         input: Option<&[u8]>,
     ) -> Result<String, String> {
+        // A hook the agent planted in the clone (`reference-transaction`
+        // runs on every ref update) must not run as sentinel.
+        let hooks_off = crate::source::hooks_off::HooksOff::new()
+            .map_err(|e| format!("cannot create an empty hooks directory: {e}"))?;
         let mut cmd = Command::new("git");
-        cmd.arg("-C").arg(&self.repo).args(args);
+        cmd.arg("-C")
+            .arg(&self.repo)
+            .args(hooks_off.args())
+            .args(args);
         for var in ["GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"] {
             cmd.env_remove(var);
         }

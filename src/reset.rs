@@ -130,9 +130,14 @@ fn reset_file(state: &mut State, path: &str, now: DateTime<Utc>, done: &mut Done
         if let Some(fp) = r.fingerprint.clone() {
             r.retry = Some(retry::reset(&fp, now));
         }
+        // The backlog wakes the next tick whether an advisor is on or not, and
+        // that tick looks at the file although it did not change.
+        if !state.backlog.iter().any(|p| p == path) {
+            state.backlog.push(path.to_string());
+        }
         done.changed = true;
         done.lines.push(format!(
-            "`{path}` is no longer stuck ({n} rewrite(s) forgotten); the next wake hands it over"
+            "`{path}` is no longer stuck ({n} rewrite(s) forgotten); the next tick hands it over"
         ));
         return;
     }

@@ -28,6 +28,8 @@ mod front_door;
 mod gitlab_archive;
 #[path = "e2e/hostile_files.rs"]
 mod hostile_files;
+#[path = "e2e/hostile_worktree.rs"]
+mod hostile_worktree;
 #[path = "e2e/identity.rs"]
 mod identity;
 #[path = "e2e/loops.rs"]
@@ -58,12 +60,16 @@ mod sandbox;
 mod scheduler;
 #[path = "e2e/state_layout.rs"]
 mod state_layout;
+#[path = "e2e/stuck_ends.rs"]
+mod stuck_ends;
 #[path = "e2e/templates.rs"]
 mod templates;
 #[path = "e2e/wake_reads.rs"]
 mod wake_reads;
 #[path = "e2e/wakes.rs"]
 mod wakes;
+#[path = "e2e/way_two.rs"]
+mod way_two;
 
 use std::fs;
 

@@ -39,9 +39,31 @@ pub fn in_window(record: &FileRecord, now: DateTime<Utc>) -> usize {
 }
 
 /// Whether handing the file over again would pass the limit (`max` 0 is
-/// no limit). Once stuck, a file stays stuck until a person resets it.
+/// no limit). A stuck file stays stuck until a person resets it or its
+/// rewrites leave the window (`stuck_until`).
 pub fn stuck(record: &FileRecord, max: u32, now: DateTime<Utc>) -> bool {
-    record.stuck || (max > 0 && in_window(record, now) >= max as usize)
+    stuck_until(record, max, now).is_some()
+}
+
+/// When a stuck file is handed over again by itself: when enough of its
+/// rewrites have left the window that one more is within the limit. `None`
+/// when it is not stuck at `now`.
+pub fn stuck_until(record: &FileRecord, max: u32, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    if max == 0 {
+        return None;
+    }
+    let mut inside: Vec<DateTime<Utc>> = record
+        .rewrites
+        .iter()
+        .filter(|t| now - **t < WINDOW && **t <= now)
+        .copied()
+        .collect();
+    let max = max as usize;
+    if inside.len() < max {
+        return None;
+    }
+    inside.sort();
+    Some(inside[inside.len() - max] + WINDOW)
 }
 
 #[cfg(test)]
@@ -61,8 +83,24 @@ mod tests {
         }
         assert!(stuck(&r, 3, t(49)));
         assert!(!stuck(&r, 0, t(49)), "0 is no limit");
+        assert_eq!(stuck_until(&r, 3, t(49)), Some(t(24 * 7)));
         // Seven days after the first rewrite only two are in the window.
         assert!(!stuck(&r, 3, t(24 * 7 + 1)));
+        assert_eq!(stuck_until(&r, 3, t(24 * 7)), None);
+    }
+
+    #[test]
+    fn a_stuck_mark_expires_when_the_window_has_passed() {
+        let mut r = FileRecord::default();
+        for h in [0, 1, 2, 3] {
+            record(&mut r, &format!("h{h}"), t(h));
+        }
+        r.stuck = true;
+        // Four rewrites, a limit of 3: stuck until the second leaves the window.
+        assert_eq!(stuck_until(&r, 3, t(4)), Some(t(24 * 7 + 1)));
+        assert!(stuck(&r, 3, t(24 * 7)));
+        assert!(!stuck(&r, 3, t(24 * 7 + 1)), "the mark outlived its window");
+        assert!(!stuck(&r, 3, t(24 * 11)));
     }
 
     #[test]

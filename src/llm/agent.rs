@@ -156,7 +156,15 @@ impl AgentAdvisor {
             cached_tokens: u.cached_tokens.min(u.prompt_tokens),
             completion_tokens: u.completion_tokens,
         });
-        let content = reply.content.or_else(|| self.edited(req));
+        let content = match reply.content {
+            Some(c) => Some(c),
+            None if matches!(reply.action, super::client::Action::Skip) => None,
+            // What the agent left is hostile input: refused, it is no answer.
+            None => match self.edited(req) {
+                Ok(c) => c,
+                Err(why) => return Err((Failure::BadResponse(why), None)),
+            },
+        };
         let answer = Answer {
             action: reply.action,
             reason: reply.reason,
@@ -168,10 +176,17 @@ impl AgentAdvisor {
 
     /// What the agent wrote to the file in its worktree and left there,
     /// committed or not, when it differs from what it was handed.
-    fn edited(&self, req: &AdviceRequest) -> Option<String> {
-        let after = self.cfg.worktree.as_ref()?.read(req.path)?;
-        let after = String::from_utf8(after).ok()?;
-        (Some(after.as_str()) != req.text).then_some(after)
+    fn edited(&self, req: &AdviceRequest) -> Result<Option<String>, String> {
+        let Some(wt) = self.cfg.worktree.as_ref() else {
+            return Ok(None);
+        };
+        let Some(after) = wt.read(req.path)? else {
+            return Ok(None);
+        };
+        let Ok(after) = String::from_utf8(after) else {
+            return Ok(None);
+        };
+        Ok((Some(after.as_str()) != req.text).then_some(after))
     }
 }
 
@@ -223,6 +238,14 @@ impl Advisor for AgentAdvisor {
 
     fn fatal(&self) -> Option<String> {
         self.fatal.clone()
+    }
+
+    fn moved_refs(&mut self) -> Vec<super::worktree::Moved> {
+        self.cfg
+            .worktree
+            .as_ref()
+            .map(Worktree::moved)
+            .unwrap_or_default()
     }
 }
 

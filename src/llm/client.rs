@@ -224,6 +224,11 @@ pub trait Advisor {
     fn fatal(&self) -> Option<String> {
         None
     }
+    /// Refs of the watched clone that moved during the last `ask` (an agent
+    /// that committed or checked out in the clone itself).
+    fn moved_refs(&mut self) -> Vec<super::worktree::Moved> {
+        Vec::new()
+    }
 }
 
 impl Advisor for OpenAiAdvisor {

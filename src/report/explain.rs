@@ -1,5 +1,6 @@
 //! `sentinel explain FILE`: why did this file miss (or hit) the cache?
 
+use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::gate::novelty;
@@ -29,6 +30,38 @@ pub struct Explanation {
     /// One sentence: would the next look reuse the decision, and if not why.
     pub verdict: String,
     pub error: Option<String>,
+    /// The rewrite limit as it stands for this file.
+    pub rewrites: Rewrites,
+}
+
+/// How often an agent (or a patch) rewrote the file, against the limit.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Rewrites {
+    /// Rewrites in the window ending now.
+    pub in_window: usize,
+    pub window_days: i64,
+    /// `--max-rewrites` (0: no limit).
+    pub max: u32,
+    /// Until when the file is stuck (not handed over), if it is.
+    pub stuck_until: Option<DateTime<Utc>>,
+}
+
+/// The limits the look applies: `--max-rewrites` and the time of the look.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_rewrites: u32,
+    pub now: DateTime<Utc>,
+}
+
+fn rewrites_of(record: Option<&FileRecord>, limits: Limits) -> Rewrites {
+    use crate::gate::rewrites;
+    let (max, now) = (limits.max_rewrites, limits.now);
+    Rewrites {
+        in_window: record.map_or(0, |r| rewrites::in_window(r, now)),
+        window_days: rewrites::WINDOW.num_days(),
+        max,
+        stuck_until: record.and_then(|r| rewrites::stuck_until(r, max, now)),
+    }
 }
 
 /// Compare the remembered fingerprint with the current one, part by part.
@@ -38,7 +71,9 @@ pub fn explain(
     record: Option<&FileRecord>,
     current: &Current,
     advisor: Option<&str>,
+    limits: Limits,
 ) -> Explanation {
+    let rewrites = rewrites_of(record, limits);
     let remembered = record.and_then(|r| r.fingerprint.clone());
     let now_parts = current.fingerprint.as_deref().map(novelty::split);
     let parts: Vec<PartDiff> = match &remembered {
@@ -73,6 +108,9 @@ pub fn explain(
             format!("changed: {}", differ(&differing))
         }
         _ if by_advisor.is_some() => by_advisor.unwrap_or_default(),
+        (Some(_), Some(_), Some(d)) if d.outcome == crate::state::Outcome::Stuck => {
+            stuck_verdict(path, &rewrites)
+        }
         (Some(_), Some(_), Some(d)) if !d.outcome.is_reusable() => format!(
             "prev-not-reusable: the last outcome `{}` is never replayed",
             d.outcome.as_str()
@@ -92,6 +130,23 @@ pub fn explain(
         unresolved_imports: current.unresolved.clone(),
         verdict,
         error: current.error.clone(),
+        rewrites,
+    }
+}
+
+/// A stuck file: how often it was rewritten, and when it is handed over
+/// again (the mark expires), or that it already is.
+fn stuck_verdict(path: &str, r: &Rewrites) -> String {
+    let counted = format!(
+        "rewritten {} time(s) in {} days (--max-rewrites {})",
+        r.in_window, r.window_days, r.max
+    );
+    match r.stuck_until {
+        Some(until) => format!(
+            "stuck: {counted}; handed over again after {} or at the next tick after `sentinel reset {path}`",
+            until.to_rfc3339()
+        ),
+        None => format!("stuck mark expired: {counted}; the next look hands it over"),
     }
 }
 
@@ -195,7 +250,22 @@ pub fn render(e: &Explanation) -> String {
     if !e.deps.is_empty() {
         let _ = writeln!(out, "local dependencies: {}", t(&e.deps.join(", ")));
     }
+    let _ = writeln!(out, "{}", rewrites_line(&e.rewrites));
     out
+}
+
+/// `rewrites: 3 in 7 days (--max-rewrites 3), stuck until ...`.
+fn rewrites_line(r: &Rewrites) -> String {
+    let until = r.stuck_until.map_or("not stuck".to_string(), |u| {
+        format!(
+            "stuck until {}",
+            u.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        )
+    });
+    format!(
+        "rewrites: {} in {} days (--max-rewrites {}), {until}",
+        r.in_window, r.window_days, r.max
+    )
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use super::{Change, Entry, RequestCounts, Source, SourceError};
 /// Environment that would point git at another repository, work tree or
 /// object store than the one we were given (set, for instance, when we run
 /// from inside a git hook).
-const REDIRECTING_ENV: &[&str] = &[
+pub(crate) const REDIRECTING_ENV: &[&str] = &[
     "GIT_DIR",
     "GIT_WORK_TREE",
     "GIT_INDEX_FILE",

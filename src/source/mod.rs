@@ -2,6 +2,7 @@
 
 pub mod git;
 pub mod gitlab;
+pub mod hooks_off;
 pub mod memory;
 pub mod scope;
 pub mod tip;

@@ -159,3 +159,195 @@ pub fn open_read(path: &Path) -> io::Result<Option<File>> {
         Err(e) => Err(e),
     }
 }
+
+/// Why a file another program left was not read.
+#[derive(Debug)]
+pub enum Refusal {
+    /// The named component is a symbolic link.
+    Link(String),
+    /// The named component on the way is not a directory.
+    NotADirectory(String),
+    /// `.`, `..` or an empty component: the name would leave the root.
+    OutsideTheRoot,
+    Fifo,
+    Device,
+    Socket,
+    Directory,
+    /// The file's size (or at least this much) is over the limit.
+    TooLarge(u64),
+    Io(io::Error),
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::Link(at) => write!(f, "`{at}` is a symbolic link"),
+            Refusal::NotADirectory(at) => write!(f, "`{at}` is not a directory"),
+            Refusal::OutsideTheRoot => write!(f, "the name leaves its directory"),
+            Refusal::Fifo => write!(f, "it is a FIFO"),
+            Refusal::Device => write!(f, "it is a device"),
+            Refusal::Socket => write!(f, "it is a socket"),
+            Refusal::Directory => write!(f, "it is a directory"),
+            Refusal::TooLarge(n) => write!(f, "it holds more than {n} bytes"),
+            Refusal::Io(e) => write!(f, "it cannot be read: {e}"),
+        }
+    }
+}
+
+/// `openat` with `flags` plus no link followed and no descriptor leaked.
+fn open_at(dir: libc::c_int, name: &str, flags: libc::c_int) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    let c = std::ffi::CString::new(name).map_err(|_| io::Error::from(ErrorKind::InvalidInput))?;
+    let flags = flags | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NOCTTY;
+    // SAFETY: `c` is a valid C string and `dir` a descriptor (or AT_FDCWD).
+    let fd = unsafe { libc::openat(dir, c.as_ptr(), flags) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just opened and is owned by nobody else.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
+/// Read `rel` beneath the directory `root` as hostile input: no component
+/// (`root` included) is followed if it is a link, the open never blocks (a
+/// FIFO is refused, not waited on), only a regular file is read, and at most
+/// `limit` bytes (one more is read to know). `Ok(None)`: there is no such file.
+pub fn read_beneath(root: &Path, rel: &str, limit: u64) -> Result<Option<Vec<u8>>, Refusal> {
+    use std::os::fd::AsRawFd;
+    let parts: Vec<&str> = rel.split('/').collect();
+    if parts
+        .iter()
+        .any(|p| p.is_empty() || *p == "." || *p == "..")
+    {
+        return Err(Refusal::OutsideTheRoot);
+    }
+    let dir_flags = libc::O_RDONLY | libc::O_DIRECTORY;
+    let root_name = root.to_string_lossy();
+    let mut dir = open_at(libc::AT_FDCWD, &root_name, dir_flags)
+        .map_err(|e| classify(e, libc::AT_FDCWD, &root_name, &root_name))?;
+    let (name, dirs) = parts.split_last().ok_or(Refusal::OutsideTheRoot)?;
+    for (i, part) in dirs.iter().enumerate() {
+        dir = match open_at(dir.as_raw_fd(), part, dir_flags) {
+            Ok(d) => d,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(classify(e, dir.as_raw_fd(), part, &parts[..=i].join("/"))),
+        };
+    }
+    let fd = match open_at(dir.as_raw_fd(), name, libc::O_RDONLY | libc::O_NONBLOCK) {
+        Ok(fd) => fd,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+        // Opening a socket fails with ENXIO.
+        Err(e) if e.raw_os_error() == Some(libc::ENXIO) => return Err(Refusal::Socket),
+        Err(e) => return Err(classify(e, dir.as_raw_fd(), name, rel)),
+    };
+    let file = File::from(fd);
+    let meta = file.metadata().map_err(Refusal::Io)?;
+    let kind = meta.file_type();
+    use std::os::unix::fs::FileTypeExt;
+    if !kind.is_file() {
+        return Err(if kind.is_fifo() {
+            Refusal::Fifo
+        } else if kind.is_dir() {
+            Refusal::Directory
+        } else if kind.is_socket() {
+            Refusal::Socket
+        } else {
+            Refusal::Device
+        });
+    }
+    if meta.len() > limit {
+        return Err(Refusal::TooLarge(limit));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    io::Read::read_to_end(&mut io::Read::take(&file, limit + 1), &mut bytes)
+        .map_err(Refusal::Io)?;
+    if bytes.len() as u64 > limit {
+        // It grew after it was measured.
+        return Err(Refusal::TooLarge(limit));
+    }
+    Ok(Some(bytes))
+}
+
+/// Why `name` in `dir` (spelled `at` for the message) could not be opened:
+/// a link opened as a directory fails with ENOTDIR, so it is looked at.
+fn classify(e: io::Error, dir: libc::c_int, name: &str, at: &str) -> Refusal {
+    match e.raw_os_error() {
+        Some(libc::ELOOP) => Refusal::Link(at.to_string()),
+        Some(libc::ENOTDIR) if is_link_at(dir, name) => Refusal::Link(at.to_string()),
+        Some(libc::ENOTDIR) => Refusal::NotADirectory(at.to_string()),
+        _ => Refusal::Io(e),
+    }
+}
+
+fn is_link_at(dir: libc::c_int, name: &str) -> bool {
+    let Ok(c) = std::ffi::CString::new(name) else {
+        return false;
+    };
+    // SAFETY: an all-zero stat is a valid value to be overwritten.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a valid C string and `st` a valid stat buffer.
+    let rc = unsafe { libc::fstatat(dir, c.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
+    rc == 0 && (st.st_mode & libc::S_IFMT) == libc::S_IFLNK
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(root: &Path, rel: &str, limit: u64) -> String {
+        match read_beneath(root, rel, limit) {
+            Err(r) => r.to_string(),
+            Ok(b) => panic!("read {b:?}"),
+        }
+    }
+
+    #[test]
+    fn read_beneath_reads_a_regular_file_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        fs::create_dir_all(root.join("a/b")).unwrap();
+        fs::write(root.join("a/b/f.js"), "x").unwrap();
+        assert_eq!(
+            read_beneath(root, "a/b/f.js", 1).unwrap(),
+            Some(b"x".to_vec())
+        );
+        assert_eq!(read_beneath(root, "a/b/gone.js", 1).unwrap(), None);
+        assert_eq!(refusal(root, "a/b/f.js", 0), "it holds more than 0 bytes");
+        assert_eq!(refusal(root, "a/b", 9), "it is a directory");
+        assert_eq!(
+            refusal(root, "a/../a/b/f.js", 9),
+            "the name leaves its directory"
+        );
+        assert_eq!(
+            refusal(root, "a/b/f.js/x", 9),
+            "`a/b/f.js` is not a directory"
+        );
+    }
+
+    #[test]
+    fn read_beneath_follows_no_link_anywhere_on_the_way() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        let outside = dir.path().join("outside");
+        fs::create_dir_all(root.join("a")).unwrap();
+        fs::create_dir_all(&outside).unwrap();
+        fs::write(outside.join("secret"), "s").unwrap();
+        std::os::unix::fs::symlink(outside.join("secret"), root.join("a/f")).unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("d")).unwrap();
+        assert_eq!(refusal(&root, "a/f", 9), "`a/f` is a symbolic link");
+        assert_eq!(refusal(&root, "d/secret", 9), "`d` is a symbolic link");
+        let linked_root = dir.path().join("linked");
+        std::os::unix::fs::symlink(&root, &linked_root).unwrap();
+        assert!(refusal(&linked_root, "a/f", 9).contains("is a symbolic link"));
+    }
+
+    #[test]
+    fn read_beneath_refuses_a_fifo_without_waiting_for_a_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("p");
+        let c = std::ffi::CString::new(fifo.to_string_lossy().as_bytes()).unwrap();
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        assert_eq!(refusal(dir.path(), "p", 9), "it is a FIFO");
+    }
+}

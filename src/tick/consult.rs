@@ -77,6 +77,8 @@ impl Work<'_> {
         if let Some(e) = advisor.fatal() {
             anyhow::bail!("{e} {}", self.not_saved());
         }
+        let moved = advisor.moved_refs();
+        self.agent_moved(state, &s.path, &moved);
         let before = state.llm.budget.clone();
         settle(state, &settings, &call, reserve, &model, self.cfg.now);
         self.record_call(state, (s, &model), (call_seq, &call), &before);

@@ -246,14 +246,18 @@ impl Work<'_> {
             let reason = "own output: the watched branch holds exactly what the agent wrote".into();
             return Some((Outcome::LocalSkip, reason, None));
         }
-        if local != Outcome::NeedsReview || !rewrites::stuck(record, self.cfg.max_rewrites, now) {
+        let until = rewrites::stuck_until(record, self.cfg.max_rewrites, now);
+        // A mark whose rewrites left the window has expired.
+        record.stuck &= until.is_some();
+        let (Outcome::NeedsReview, Some(until)) = (local, until) else {
             return None;
-        }
+        };
         record.stuck = true;
         let reason = format!(
-            "rewritten {} time(s) in 7 days (--max-rewrites {}): not handed over again until `sentinel reset {}`",
+            "rewritten {} time(s) in 7 days (--max-rewrites {}): not handed over again until {} or `sentinel reset {}`",
             rewrites::in_window(record, now),
             self.cfg.max_rewrites,
+            until.to_rfc3339(),
             s.path
         );
         Some((Outcome::Stuck, reason, None))

@@ -12,6 +12,7 @@ mod facts;
 mod identity;
 mod judge;
 mod ledger;
+mod moved;
 mod outage;
 mod plan;
 mod report;

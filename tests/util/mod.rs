@@ -270,6 +270,26 @@ impl Run {
         Output::from(self.cmd.output().expect("run the sentinel binary"))
     }
 
+    /// Limit the address space of sentinel (and what it starts) to `bytes`:
+    /// a read that grows without bound fails instead of filling the machine.
+    pub fn memory_limit(mut self, bytes: u64) -> Run {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: setrlimit is async-signal-safe and touches no shared state.
+        unsafe {
+            self.cmd.pre_exec(move || {
+                let limit = libc::rlimit {
+                    rlim_cur: bytes,
+                    rlim_max: bytes,
+                };
+                if libc::setrlimit(libc::RLIMIT_AS, &limit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        self
+    }
+
     /// Start it behind a shell that waits for one line on stdin and then
     /// execs sentinel under its own pid: a test learns the pid first.
     pub fn spawn_gated(self) -> Child {
