@@ -24,6 +24,8 @@ mod dashboard;
 mod escaping;
 #[path = "e2e/front_door.rs"]
 mod front_door;
+#[path = "e2e/hostile_agent.rs"]
+mod hostile_agent;
 #[path = "e2e/hostile_files.rs"]
 mod hostile_files;
 #[path = "e2e/identity.rs"]

@@ -258,6 +258,12 @@ impl Advisor for AgentAdvisor {
     fn fatal(&self) -> Option<String> {
         self.fatal.clone()
     }
+
+    fn locked(&mut self) {
+        if let Some(p) = &self.cfg.pidfile {
+            contain::end_leftover(p);
+        }
+    }
 }
 
 /// Run the command once, contained: `Err` when it could not be started.

@@ -224,6 +224,9 @@ pub trait Advisor {
     fn fatal(&self) -> Option<String> {
         None
     }
+    /// Called once the tick holds the state's lock: an agent ends what the
+    /// run of a killed tick left behind before anything else touches it.
+    fn locked(&mut self) {}
 }
 
 impl Advisor for OpenAiAdvisor {

@@ -151,6 +151,11 @@ pub fn run(
         end_leftover(p);
     }
     let token = run_token();
+    // Named before it starts, so even a sentinel killed at once leaves the
+    // run's marker to find; the pid (its group) once it is known.
+    if let Some(p) = pidfile {
+        let _ = crate::state::safe_fs::replace(p, format!("0 {token}\n").as_bytes(), None);
+    }
     cmd.env(MARKER, &token)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -540,7 +545,7 @@ fn environ_has(pid: i32, entry: &str) -> bool {
 /// End what a run named in `pidfile` left: a sentinel killed with SIGKILL
 /// could not. Its group only when its leader still carries the run's
 /// marker (a pid may have been reused since).
-fn end_leftover(pidfile: &Path) {
+pub fn end_leftover(pidfile: &Path) {
     let Ok(Some(f)) = crate::state::safe_fs::open_read(pidfile) else {
         return;
     };
