@@ -111,9 +111,13 @@ fn a_setsid_child_holding_stdout_does_not_hold_the_tick() {
 fn a_detached_child_of_the_agent_ends_with_its_run() {
     let sb = Sandbox::with_files(&["a.js", "b.js"]);
     let pids = sb.root().join("pids");
+    let spawned = sb.root().join("spawned");
+    fifo(&spawned);
+    // The agent goes on only once its child is in a session of its own.
     let body = format!(
-        "setsid sleep 300 </dev/null >/dev/null 2>&1 &\necho $! >> '{}'\nprintf '%s' '{SKIP}'\n",
-        pids.display()
+        "setsid sh -c 'echo $$ > {f}; exec sleep 300' </dev/null >/dev/null 2>&1 &\nread pid < '{f}'\necho $pid >> '{p}'\nprintf '%s' '{SKIP}'\n",
+        f = spawned.display(),
+        p = pids.display()
     );
     let cmd = script(&sb, "detach.sh", &body);
     let out = sb.tick_cmd(&at(0)).args(["--agent", &cmd]).output();
