@@ -115,6 +115,11 @@ fn run_tick(args: TickArgs) -> Result<u8> {
     let mut advisor = (advisor_on && !args.dry_run)
         .then(|| make_advisor(&args, &env, on_git, &cfg.state))
         .flatten();
+    // An agent known not to start is a configuration error on every tick,
+    // a no-op's too: it would otherwise be found only at the next change.
+    if let Some(e) = advisor.as_ref().and_then(|a| a.fatal()) {
+        bail!("{e}");
+    }
     let mut storage = FileStorage::new(&cfg.state);
     let mut report = tick::run(
         &cfg,

@@ -452,10 +452,11 @@ fn advisor_rows(l: &LlmStats) -> Vec<(String, String)> {
         Some(c) if c.open => rows.push((
             "circuit".into(),
             format!(
-                "open: {} until {} ({})",
+                "open: {} until {} ({}): {}",
                 c.class,
                 c.until.to_rfc3339(),
-                c.advice
+                c.advice,
+                c.reason
             ),
         )),
         _ => rows.push(("circuit".into(), "closed".into())),

@@ -283,6 +283,24 @@ fn an_agent_missing_from_path_over_8_ticks_exits_1_and_spends_nothing() {
 }
 
 #[test]
+fn an_agent_missing_from_path_fails_a_no_op_tick_too() {
+    let sb = Sandbox::with_files(&["a.js"]);
+    let good = script(&sb, "good.sh", &format!("printf '%s' '{SKIP}'\n"));
+    expect_code(&sb.tick_cmd(&at(0)).args(["--agent", &good]).output(), 10);
+    let out = sb
+        .tick_cmd(&at(5))
+        .args(["--agent", "no-such-claude -p"])
+        .output();
+    expect_code(&out, 1);
+    assert!(
+        out.stderr
+            .contains("`no-such-claude` is on no directory of PATH"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
 fn an_agent_that_exits_127_over_8_ticks_exits_1_and_spends_nothing() {
     let sb = Sandbox::with_files(&["a.js"]);
     let wrapper = script(&sb, "wrapper.sh", "no-such-tool-inside --json\n");
@@ -343,4 +361,10 @@ fn an_agents_error_message_and_stderr_are_kept_and_shown() {
         circuit["reason"].as_str().unwrap().contains(said),
         "{circuit}"
     );
+    let table = sb
+        .sentinel(["stats", "--now", &at(1)])
+        .arg("--state")
+        .arg(&sb.state)
+        .output();
+    assert!(table.stdout.contains(said), "{}", table.stdout);
 }
