@@ -731,6 +731,36 @@ mod tests {
     }
 
     #[test]
+    fn a_flood_on_stdout_and_stderr_is_cut_at_its_bounds() {
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
+            .arg("head -c 3000000 /dev/zero >&2 & head -c 3000000 /dev/zero; wait");
+        let limits = Limits {
+            timeout: Duration::from_secs(20),
+            max_stdout: 1 << 20,
+            max_stderr: 1 << 10,
+        };
+        let done = run(cmd, b"", &limits, None).unwrap();
+        assert_eq!(done.stdout.len(), 1 << 20);
+        assert_eq!(done.stderr.len(), 1 << 10);
+    }
+
+    #[test]
+    fn a_signal_exits_128_plus_its_number() {
+        let code = |signal| {
+            Interrupted {
+                signal,
+                during: String::new(),
+            }
+            .exit_code()
+        };
+        assert_eq!(
+            (code(libc::SIGHUP), code(libc::SIGINT), code(libc::SIGTERM)),
+            (129, 130, 143)
+        );
+    }
+
+    #[test]
     fn a_run_past_its_timeout_ends_with_everything_it_started() {
         let mut cmd = Command::new("sh");
         cmd.arg("-c")
