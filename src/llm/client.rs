@@ -627,11 +627,24 @@ pub fn with_protocol(
                 failures += 1;
                 let class = protocol::classify(&failure);
                 match step_after(&failure, class, failures, now) {
-                    Step::Retry(d) => {
+                    Step::Retry(d) if crate::llm::contain::interrupted().is_none() => {
                         waits.push(d.as_millis() as u64);
                         if !fake_sleep {
-                            std::thread::sleep(d);
+                            // Cut short by a signal: the tick stops on it.
+                            crate::llm::contain::sleep(d);
                         }
+                    }
+                    Step::Retry(_) => {
+                        return Call {
+                            outcome: Outcome::Failed {
+                                class,
+                                reason: failure_reason(&failure),
+                                hold_until: None,
+                            },
+                            attempts: failures,
+                            usage,
+                            cost_usd: None,
+                        };
                     }
                     Step::Stop { hold_until } => {
                         return Call {

@@ -73,6 +73,30 @@ pub fn interrupted() -> Option<i32> {
     Some(SIGNAL.load(Ordering::SeqCst)).filter(|s| *s != 0)
 }
 
+/// Sleep `d`, or less when a caught signal asks sentinel to stop.
+pub fn sleep(d: Duration) {
+    let wake = WAKE_READ.load(Ordering::SeqCst);
+    if wake < 0 {
+        std::thread::sleep(d);
+        return;
+    }
+    let deadline = Instant::now() + d;
+    while interrupted().is_none() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        let ms = c_int::try_from(left.as_millis().max(1)).unwrap_or(c_int::MAX);
+        let mut fd = libc::pollfd {
+            fd: wake,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        unsafe { libc::poll(&mut fd, 1, ms) };
+    }
+}
+
 fn signal_name(sig: i32) -> String {
     match sig {
         libc::SIGTERM => "SIGTERM".into(),
@@ -552,12 +576,12 @@ pub fn end_leftover(pidfile: &Path) {
     let mut text = String::new();
     let _ = f.take(256).read_to_string(&mut text);
     let mut words = text.split_whitespace();
+    // `0 <token>` while the run was starting: the marker alone finds it.
     if let (Some(pid), Some(token)) = (
         words.next().and_then(|p| p.parse::<i32>().ok()),
         words.next(),
-    ) && pid > 1
-    {
-        if environ_has(pid, &format!("{MARKER}={token}")) {
+    ) {
+        if pid > 1 && environ_has(pid, &format!("{MARKER}={token}")) {
             // SAFETY: kill(2) with a negative pid signals that process group.
             unsafe { libc::kill(-pid, libc::SIGKILL) };
         }
@@ -625,9 +649,9 @@ const SHELL_WORDS: [&str; 22] = [
 /// before it runs: a path that is no executable file, a name on no
 /// directory of `path`, a script whose `#!` interpreter is missing.
 pub fn cannot_start(command: &str, path: Option<&std::ffi::OsStr>) -> Option<String> {
-    let (first, _) = split_first(command);
-    let first = first.trim_matches('\'');
-    if !plain(first) || SHELL_WORDS.contains(&first) {
+    let first = literal_first(command)?;
+    let first = first.as_str();
+    if SHELL_WORDS.contains(&first) {
         return None;
     }
     let found = if first.contains('/') {
@@ -657,6 +681,19 @@ pub fn cannot_start(command: &str, path: Option<&std::ffi::OsStr>) -> Option<Str
             found.display()
         )
     })
+}
+
+/// The command's first word when the shell takes it literally: a plain
+/// word, or one in single quotes (as `resolve` writes a path with spaces).
+fn literal_first(command: &str) -> Option<String> {
+    let trimmed = command.trim_start();
+    if let Some(quoted) = trimmed.strip_prefix('\'') {
+        let (word, rest) = quoted.split_once('\'')?;
+        let ends = rest.is_empty() || rest.starts_with(char::is_whitespace);
+        return (ends && !word.is_empty()).then(|| word.to_string());
+    }
+    let (first, _) = split_first(trimmed);
+    plain(first).then(|| first.to_string())
 }
 
 fn is_executable(p: &Path) -> bool {
