@@ -177,6 +177,24 @@ fn sigterm_mid_run_ends_the_agent_releases_the_lock_and_exits_143() {
 }
 
 #[test]
+fn sigint_and_sighup_mid_run_end_the_agent_and_exit_130_and_129() {
+    for (signal, name, code) in [(libc::SIGINT, "SIGINT", 130), (libc::SIGHUP, "SIGHUP", 129)] {
+        let sb = Sandbox::with_files(&["a.js"]);
+        let (cmd, ready) = hang_once(&sb);
+        let child = sb.tick_cmd(&at(0)).args(["--agent", &cmd]).spawn();
+        let pids = first_line_of(&ready);
+        // SAFETY: kill(2) on the sentinel process this test started.
+        assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
+        let out = Output::wait(child);
+        expect_code(&out, code);
+        assert!(out.stderr_line().contains(name), "{}", out.stderr);
+        for pid in pids.split_whitespace() {
+            assert!(gone(pid), "{name}: agent process {pid} outlived sentinel");
+        }
+    }
+}
+
+#[test]
 fn sigkill_mid_run_leaves_a_whole_state_and_the_next_tick_ends_the_leftover_agent() {
     let sb = Sandbox::with_files(&["a.js"]);
     let (cmd, ready) = hang_once(&sb);
