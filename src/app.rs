@@ -65,8 +65,13 @@ fn peer_urls(command: &Command) -> Vec<&str> {
 }
 
 fn run_tick(args: TickArgs) -> Result<u8> {
+    refuse_nested_tick()?;
     let env = Environment::from_lookup(|k| std::env::var(k).ok());
     args.llm.validate()?;
+    if args.llm.agent.is_some() {
+        // A signal must end the agent's tree before sentinel goes.
+        crate::llm::contain::catch_signals();
+    }
     let advisor_on = args.llm.enabled(env.openai_api_key.is_some())?;
     let choice = args.source.choose(&env)?;
     let mut publisher = make_publisher(&choice, &args)?;
@@ -111,8 +116,13 @@ fn run_tick(args: TickArgs) -> Result<u8> {
     }
     // A dry run calls no model and runs no agent.
     let mut advisor = (advisor_on && !args.dry_run)
-        .then(|| make_advisor(&args, &env, on_git, &cfg.rev))
+        .then(|| make_advisor(&args, &env, on_git, &cfg.rev, &cfg.state))
         .flatten();
+    // An agent known not to start is a configuration error on every tick,
+    // a no-op's too: it would otherwise be found only at the next change.
+    if let Some(e) = advisor.as_ref().and_then(|a| a.fatal()) {
+        bail!("{e}");
+    }
     let mut storage = FileStorage::new(&cfg.state);
     let mut report = tick::run(
         &cfg,
@@ -136,7 +146,29 @@ fn run_tick(args: TickArgs) -> Result<u8> {
     if args.json {
         emit_json(&report)?;
     }
+    // A signal after the last file: the tick saved all it did; say so.
+    if let Some(signal) = crate::llm::contain::interrupted() {
+        let stopped = crate::llm::contain::Interrupted {
+            signal,
+            during: "after the tick's last file, once its state was saved".into(),
+        };
+        eprintln!("{stopped}");
+        return Ok(stopped.exit_code());
+    }
     Ok(report.exit_code)
+}
+
+/// `sentinel tick` inside an agent's run would start a tick of its own
+/// (with a state of its own in the worktree) that runs the agent again.
+fn refuse_nested_tick() -> Result<()> {
+    let marker = crate::llm::contain::MARKER;
+    if std::env::var_os(marker).is_some_and(|v| !v.is_empty()) {
+        return Err(anyhow::Error::new(crate::exit::Usage(format!(
+            "`sentinel tick` runs inside an agent's run ({marker} is set): a tick started by the agent \
+             would run the agent again; only `stats`, `explain` and `record` may be used from an agent"
+        ))));
+    }
+    Ok(())
 }
 
 /// The advisor: the agent command when one is given, else the model.
@@ -145,10 +177,13 @@ fn make_advisor(
     env: &Environment,
     on_git: bool,
     rev: &str,
+    state: &std::path::Path,
 ) -> Option<Box<dyn Advisor>> {
     if let Some(command) = &args.llm.agent {
+        // `./agent.sh` is where it was typed, not in the agent's worktree.
+        let start = std::env::current_dir().unwrap_or_default();
         return Some(Box::new(AgentAdvisor::new(AgentConfig {
-            command: command.clone(),
+            command: crate::llm::contain::resolve(command, &start),
             timeout: Duration::from_secs_f64(args.llm.agent_timeout),
             cwd: args.source.repo.clone(),
             // On a local clone the agent gets a worktree of its own; over
@@ -156,6 +191,7 @@ fn make_advisor(
             worktree: on_git.then(|| Worktree::of(&args.source.repo, rev, args.max_file_bytes)),
             pass_env: args.llm.agent_env.clone(),
             fake_sleep: args.source.fake_sleep,
+            pidfile: Some(store::sidecar(state, ".agent")),
         })));
     }
     let key = env.openai_api_key.as_ref()?;

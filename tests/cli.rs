@@ -26,6 +26,8 @@ mod escaping;
 mod front_door;
 #[path = "e2e/gitlab_archive.rs"]
 mod gitlab_archive;
+#[path = "e2e/hostile_agent.rs"]
+mod hostile_agent;
 #[path = "e2e/hostile_files.rs"]
 mod hostile_files;
 #[path = "e2e/hostile_worktree.rs"]

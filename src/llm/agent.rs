@@ -2,27 +2,28 @@
 //! behind the same gates and the same error protocol as the model.
 //!
 //! The agent reads one JSON object on stdin and answers with one on stdout.
-//! It runs in its own process group, so a timeout kills everything it
-//! started, and without sentinel's own secrets in its environment.
+//! It runs contained (`contain`): bounded in time and output, everything it
+//! started ended with its run, and without sentinel's own secrets in its
+//! environment.
 
-use std::io::{Read, Write};
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, mpsc};
+use std::process::Command;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::client::{AdviceRequest, Advisor, Answer, Attempt, Call, Finding, with_protocol};
+use super::contain::{self, Ended, Finished, Limits};
 use super::prices::Usage;
 use super::protocol::Failure;
 use super::worktree::Worktree;
 
 /// Answers (and error bodies) longer than this are not an answer.
-const MAX_OUTPUT_BYTES: u64 = 4 << 20;
+const MAX_OUTPUT_BYTES: usize = 4 << 20;
+
+/// The end of the agent's stderr that is kept for its failure's reason.
+const MAX_STDERR_BYTES: usize = 4 << 10;
 
 /// The shell's own codes for a command it could not find or run.
 const NOT_FOUND: i32 = 127;
@@ -42,6 +43,9 @@ pub struct AgentConfig {
     pub pass_env: Vec<String>,
     /// Record waits instead of sleeping (tests).
     pub fake_sleep: bool,
+    /// Names the run while it lasts (beside the state), so the next tick
+    /// ends what a killed sentinel left running.
+    pub pidfile: Option<PathBuf>,
 }
 
 /// The one JSON object on the agent's stdin.
@@ -97,45 +101,67 @@ pub struct AgentAdvisor {
 }
 
 impl AgentAdvisor {
+    /// An agent whose command cannot start, when that can be told before
+    /// it runs, is fatal from the start: the first file that needs it
+    /// stops the tick before anything is reserved.
     pub fn new(cfg: AgentConfig) -> AgentAdvisor {
+        let path = std::env::var_os("PATH");
+        let fatal = contain::cannot_start(&cfg.command, path.as_deref())
+            .map(|why| cannot_run(&cfg.command, &why));
         AgentAdvisor {
             cfg,
             calls: 0,
             waits: Vec::new(),
             cost: None,
-            fatal: None,
+            fatal,
         }
     }
 
     /// One run of the command.
     fn attempt(&mut self, req: &AdviceRequest, input: &[u8]) -> Attempt {
         self.calls += 1;
-        let ran = run(&self.cfg, req, input);
-        let (status, stdout, stderr) = match ran {
-            Ok(Some(done)) => done,
-            Ok(None) => return Err((Failure::Timeout, None)),
+        let done = match run(&self.cfg, req, input) {
+            Ok(done) => done,
             Err(e) => {
                 self.fatal = Some(e.clone());
-                return Err((
-                    Failure::Agent {
-                        exit: None,
-                        body: e,
-                    },
-                    None,
-                ));
+                let failure = Failure::Agent {
+                    exit: None,
+                    body: e,
+                    stderr: String::new(),
+                };
+                return Err((failure, None));
             }
         };
+        let status = match done.ended {
+            Ended::Exited(status) => status,
+            Ended::TimedOut => return Err((Failure::Timeout, None)),
+            Ended::Interrupted => {
+                // No retry: the tick stops on the signal.
+                self.fatal = Some("interrupted by a signal".into());
+                return Err((Failure::Timeout, None));
+            }
+        };
+        let (stdout, stderr) = (done.stdout, done.stderr);
         let code = status.code();
         if matches!(code, Some(NOT_FOUND | NOT_EXECUTABLE)) {
-            let why = first_line(&stderr);
-            self.fatal = Some(format!(
-                "the agent command `{}` could not be run ({why}); check --agent / SENTINEL_AGENT",
-                self.cfg.command
-            ));
+            let why = format!(
+                "it exited with {}: {}",
+                code.unwrap_or(0),
+                first_line(&stderr)
+            );
+            self.fatal = Some(cannot_run(&self.cfg.command, &why));
         }
         if code != Some(0) {
             let body = String::from_utf8_lossy(&stdout).into_owned();
-            return Err((Failure::Agent { exit: code, body }, None));
+            let stderr = String::from_utf8_lossy(&stderr).into_owned();
+            return Err((
+                Failure::Agent {
+                    exit: code,
+                    body,
+                    stderr,
+                },
+                None,
+            ));
         }
         let reply: Reply = match serde_json::from_slice(&stdout) {
             Ok(r) => r,
@@ -219,7 +245,15 @@ impl Advisor for AgentAdvisor {
             if self.fatal.is_some() {
                 // Retrying a command that cannot start helps nobody.
                 let body = self.fatal.clone().unwrap_or_default();
-                return Err((Failure::Agent { exit: None, body }, None));
+                let stderr = String::new();
+                return Err((
+                    Failure::Agent {
+                        exit: None,
+                        body,
+                        stderr,
+                    },
+                    None,
+                ));
             }
             self.attempt(req, &input)
         });
@@ -247,25 +281,21 @@ impl Advisor for AgentAdvisor {
             .map(Worktree::moved)
             .unwrap_or_default()
     }
+
+    fn locked(&mut self) {
+        if let Some(p) = &self.cfg.pidfile {
+            contain::end_leftover(p);
+        }
+    }
 }
 
-/// Run the command once: `Ok(None)` when it ran past the timeout (its
-/// whole process group is killed), `Err` when it could not be started.
-#[allow(clippy::type_complexity)]
-fn run(
-    cfg: &AgentConfig,
-    req: &AdviceRequest,
-    input: &[u8],
-) -> Result<Option<(ExitStatus, Vec<u8>, Vec<u8>)>, String> {
+/// Run the command once, contained: `Err` when it could not be started.
+fn run(cfg: &AgentConfig, req: &AdviceRequest, input: &[u8]) -> Result<Finished, String> {
     let cwd = cfg.worktree.as_ref().map_or(&cfg.cwd, |w| &w.path);
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
         .arg(&cfg.command)
         .current_dir(cwd)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
         .env("SENTINEL_FILE", req.path)
         .env("SENTINEL_HEAD", req.head.unwrap_or_default())
         .env("SENTINEL_WAKE_REASON", req.wake_reason)
@@ -276,74 +306,26 @@ fn run(
             cmd.env_remove(secret);
         }
     }
-    let mut child = cmd.spawn().map_err(|e| {
-        format!(
-            "cannot start the agent command with `sh` in `{}`: {e}",
-            cwd.display()
+    let limits = Limits {
+        timeout: cfg.timeout,
+        max_stdout: MAX_OUTPUT_BYTES,
+        max_stderr: MAX_STDERR_BYTES,
+    };
+    contain::run(cmd, input, &limits, cfg.pidfile.as_deref()).map_err(|e| {
+        cannot_run(
+            &cfg.command,
+            &format!("`sh` could not be started in `{}`: {e}", cwd.display()),
         )
-    })?;
-    let stdin = child.stdin.take();
-    let input = input.to_vec();
-    // Written from a thread: an agent that answers before reading all of
-    // its input must not deadlock the tick.
-    let writer = std::thread::spawn(move || {
-        if let Some(mut stdin) = stdin {
-            let _ = stdin.write_all(&input);
-        }
-    });
-    let stdout = drain(child.stdout.take());
-    let stderr = drain(child.stderr.take());
-    let status = wait_for(&mut child, cfg.timeout);
-    let _ = writer.join();
-    let (out, err) = (
-        stdout.join().unwrap_or_default(),
-        stderr.join().unwrap_or_default(),
-    );
-    Ok(status.map(|s| (s, out, err)))
-}
-
-/// Read a pipe to its end (at most `MAX_OUTPUT_BYTES`) on a thread.
-fn drain<R: Read + Send + 'static>(pipe: Option<R>) -> std::thread::JoinHandle<Vec<u8>> {
-    std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        if let Some(pipe) = pipe {
-            let _ = pipe.take(MAX_OUTPUT_BYTES).read_to_end(&mut buf);
-        }
-        buf
     })
 }
 
-/// Wait at most `timeout`; past it, kill the agent's whole process group.
-fn wait_for(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
-    let pid = child.id();
-    let (tx, rx) = mpsc::channel::<()>();
-    let fired = Arc::new(AtomicBool::new(false));
-    let flag = Arc::clone(&fired);
-    // The watchdog owns nothing but the pid; the child is reaped here.
-    let watchdog = std::thread::spawn(move || {
-        if rx.recv_timeout(timeout).is_err() {
-            flag.store(true, Ordering::SeqCst);
-            kill_group(pid);
-        }
-    });
-    let status = child.wait().ok();
-    let _ = tx.send(());
-    let _ = watchdog.join();
-    let timed_out = fired.load(Ordering::SeqCst);
-    // What the agent left running would hold its output pipes open and
-    // hang the tick: its run is over, so its group goes too.
-    kill_group(pid);
-    if timed_out { None } else { status }
-}
-
-/// `kill -KILL -- -PGID`: the agent leads its own group, so this ends
-/// every process it started too.
-fn kill_group(pid: u32) {
-    let _ = Command::new("kill")
-        .args(["-KILL", "--", &format!("-{pid}")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
+/// A command that cannot run: a setup error that names what to check.
+fn cannot_run(command: &str, why: &str) -> String {
+    format!(
+        "the agent command `{command}` could not be run ({why}); check --agent / SENTINEL_AGENT \
+         and, under cron or CI, the PATH it runs with (give the agent's full path); \
+         nothing was reserved, spent or counted"
+    )
 }
 
 fn first_line(bytes: &[u8]) -> String {

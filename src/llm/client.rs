@@ -229,6 +229,9 @@ pub trait Advisor {
     fn moved_refs(&mut self) -> Vec<super::worktree::Moved> {
         Vec::new()
     }
+    /// Called once the tick holds the state's lock: an agent ends what the
+    /// run of a killed tick left behind before anything else touches it.
+    fn locked(&mut self) {}
 }
 
 impl Advisor for OpenAiAdvisor {
@@ -629,11 +632,24 @@ pub fn with_protocol(
                 failures += 1;
                 let class = protocol::classify(&failure);
                 match step_after(&failure, class, failures, now) {
-                    Step::Retry(d) => {
+                    Step::Retry(d) if crate::llm::contain::interrupted().is_none() => {
                         waits.push(d.as_millis() as u64);
                         if !fake_sleep {
-                            std::thread::sleep(d);
+                            // Cut short by a signal: the tick stops on it.
+                            crate::llm::contain::sleep(d);
                         }
+                    }
+                    Step::Retry(_) => {
+                        return Call {
+                            outcome: Outcome::Failed {
+                                class,
+                                reason: failure_reason(&failure),
+                                hold_until: None,
+                            },
+                            attempts: failures,
+                            usage,
+                            cost_usd: None,
+                        };
                     }
                     Step::Stop { hold_until } => {
                         return Call {
@@ -686,7 +702,7 @@ fn failure_reason(f: &Failure) -> String {
     match f {
         Failure::Timeout => "the request timed out".into(),
         Failure::Network(m) | Failure::BadResponse(m) | Failure::Cut(m) => m.clone(),
-        Failure::Agent { exit, body } => agent_reason(*exit, body),
+        Failure::Agent { exit, body, stderr } => agent_reason(*exit, body, stderr),
         Failure::Http { status, body, .. } => http_reason(*status, body),
     }
 }
@@ -731,9 +747,10 @@ fn http_reason(status: u16, body: &str) -> String {
     reason
 }
 
-/// An agent's failure in words: its exit code and the error body's code
-/// or type, never its whole output (which may echo anything).
-fn agent_reason(exit: Option<i32>, body: &str) -> String {
+/// An agent's failure in words: its exit code, the error body's code or
+/// type and its message, and the last lines of its stderr, each redacted
+/// and bounded: the agent's own words say what to fix.
+fn agent_reason(exit: Option<i32>, body: &str, stderr: &str) -> String {
     let Some(code) = exit else {
         // Redacted before it is cut, so no piece of a secret survives the cut.
         return crate::redact::text(body).chars().take(300).collect();
@@ -745,10 +762,53 @@ fn agent_reason(exit: Option<i32>, body: &str) -> String {
         retry_after: None,
     });
     let detail = quoted.trim_start_matches("HTTP 0").trim();
-    if detail.is_empty() {
+    let mut reason = if detail.is_empty() {
         format!("the agent exited with {code}")
     } else {
         format!("the agent exited with {code}: {detail}")
+    };
+    if let Some(message) = protocol::error_message(body) {
+        reason.push_str(&format!(": \"{}\"", words(&message, 300, false)));
+    }
+    let tail = last_lines(stderr, 3);
+    if !tail.is_empty() {
+        reason.push_str(&format!(
+            "; its stderr ended: \"{}\"",
+            words(&tail, 300, true)
+        ));
+    }
+    reason
+}
+
+/// The last `n` non-empty lines of `text`, joined with ` / `.
+fn last_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    lines[lines.len().saturating_sub(n)..].join(" / ")
+}
+
+/// Redacted, then cut to `max` characters, without control characters;
+/// `tail` keeps the end (the last words of a log say most).
+fn words(text: &str, max: usize, tail: bool) -> String {
+    let clean: Vec<char> = crate::redact::text(text)
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if clean.len() <= max {
+        return clean.into_iter().collect();
+    }
+    let kept: String = if tail {
+        clean[clean.len() - max..].iter().collect()
+    } else {
+        clean[..max].iter().collect()
+    };
+    if tail {
+        format!("...{kept}")
+    } else {
+        format!("{kept}...")
     }
 }
 

@@ -163,10 +163,11 @@ pub enum Failure {
     /// a `bad_response` that asking the same again would only repeat.
     Cut(String),
     /// An agent command that failed: its exit code (`None`: it could not
-    /// be started) and what it printed on stdout.
+    /// be started), what it printed on stdout and the end of its stderr.
     Agent {
         exit: Option<i32>,
         body: String,
+        stderr: String,
     },
 }
 
@@ -244,6 +245,11 @@ fn error_body(body: &str) -> ErrorBody {
     }
 }
 
+/// The `message` of an error body, as the peer wrote it (not redacted).
+pub fn error_message(body: &str) -> Option<String> {
+    error_body(body).message.filter(|m| !m.trim().is_empty())
+}
+
 /// Class of a failed attempt. The body decides before the status does: both
 /// "too many requests per minute" and "you are out of money" are 429.
 pub fn classify(f: &Failure) -> Class {
@@ -251,7 +257,7 @@ pub fn classify(f: &Failure) -> Class {
         Failure::Timeout => Class::Timeout,
         Failure::Network(_) => Class::Network,
         Failure::BadResponse(_) | Failure::Cut(_) => Class::BadResponse,
-        Failure::Agent { exit, body } => agent_class(*exit, body),
+        Failure::Agent { exit, body, .. } => agent_class(*exit, body),
         Failure::Http { status, body, .. } => http_class(*status, &error_body(body)),
     }
 }
@@ -493,6 +499,7 @@ mod tests {
         classify(&Failure::Agent {
             exit,
             body: body.to_string(),
+            stderr: String::new(),
         })
     }
 

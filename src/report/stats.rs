@@ -487,7 +487,13 @@ fn advisor_rows(l: &LlmStats) -> Vec<(String, String)> {
     match &l.circuit {
         Some(c) if c.open => rows.push((
             "circuit".into(),
-            format!("open: {} until {} ({})", c.class, secs(&c.until), c.advice),
+            format!(
+                "open: {} until {} ({}): {}",
+                c.class,
+                secs(&c.until),
+                c.advice,
+                c.reason
+            ),
         )),
         _ => rows.push(("circuit".into(), "closed".into())),
     }

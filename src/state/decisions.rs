@@ -97,6 +97,10 @@ pub struct Answered {
     /// A copy kept for a later tick: its cost is in a saved state already.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub carried: bool,
+    /// The agent could not be started: the reservation is taken back, and
+    /// nothing is spent, counted or decided.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub not_started: bool,
 }
 
 /// The journal as it is on storage.

@@ -37,6 +37,10 @@ impl Work<'_> {
                 Err(not_asked) => return Ok(not_asked),
             },
         };
+        // An agent known not to start reserves nothing: the tick stops here.
+        if let Some(e) = self.advisor.as_ref().and_then(|a| a.fatal()) {
+            anyhow::bail!("{e} (nothing was saved)");
+        }
         let call_seq = match self.reserve_call(s, reserve) {
             Ok(seq) => seq.unwrap_or_default(),
             Err(not_asked) => return Ok(not_asked),
@@ -73,8 +77,17 @@ impl Work<'_> {
             },
             self.cfg.now,
         );
-        // A command that cannot run at all is a setup error, not a file's fate.
+        if let Some(signal) = crate::llm::contain::interrupted() {
+            // The reservation stays: the next tick takes it in as a killed call.
+            return Err(anyhow::Error::new(crate::llm::contain::Interrupted {
+                signal,
+                during: format!("while the agent judged `{}`", s.path),
+            }));
+        }
+        // A command that cannot run at all is a setup error, not a file's
+        // fate: its reservation is taken back, nothing is spent or counted.
         if let Some(e) = advisor.fatal() {
+            self.cancel_call(s, call_seq);
             anyhow::bail!("{e} {}", self.not_saved());
         }
         let moved = advisor.moved_refs();

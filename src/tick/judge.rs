@@ -46,6 +46,13 @@ impl Work<'_> {
         let mut out = Vec::with_capacity(candidates.len());
         self.announce_reads(state, candidates);
         for path in candidates {
+            // Between files: a signal stops the tick before the next one.
+            if let Some(signal) = crate::llm::contain::interrupted() {
+                return Err(anyhow::Error::new(crate::llm::contain::Interrupted {
+                    signal,
+                    during: format!("before `{path}`, between files"),
+                }));
+            }
             if state.files.contains_key(path) {
                 out.push(self.judge_one(state, path)?);
             }

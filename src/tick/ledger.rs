@@ -114,6 +114,7 @@ impl Ledger {
                     self.paid.insert((path, fingerprint.clone()), paid);
                 }
                 Entry::Reserve { .. } => {}
+                Entry::Answer(a) if a.not_started => {}
                 Entry::Answer(a) => {
                     if !a.carried {
                         let cost = a.billed.then_some((a.cost_usd, a.estimated));
@@ -274,6 +275,35 @@ impl Work<'_> {
         }
     }
 
+    /// Take back the reservation `call_seq` of an agent that could not be
+    /// started: no spend, no attempt, no decision for the next tick.
+    pub(super) fn cancel_call(&mut self, s: &Subject, call_seq: u64) {
+        if self.advisor.is_none() {
+            return;
+        }
+        let entry = Entry::Answer(Box::new(Answered {
+            call: call_seq,
+            fingerprint: s.fingerprint.clone(),
+            model: String::new(),
+            outcome: Outcome::Failed,
+            reason: "the agent could not be started".into(),
+            findings: Vec::new(),
+            content: None,
+            class: None,
+            hold_until: None,
+            attempts: 0,
+            usage: None,
+            billed: false,
+            cost_usd: 0.0,
+            estimated: false,
+            carried: false,
+            not_started: true,
+        }));
+        let _ = self
+            .ledger
+            .write(&mut *self.storage, &s.path, self.cfg.now, entry);
+    }
+
     /// Write how the call `call_seq` ended and what the budget counted for
     /// it (the difference between `before` and the state's budget).
     pub(super) fn record_call(
@@ -302,6 +332,7 @@ impl Work<'_> {
             cost_usd: measured + estimated,
             estimated: estimated > 0.0,
             carried: false,
+            not_started: false,
         };
         match &call.outcome {
             CallOutcome::Answered(a) => {

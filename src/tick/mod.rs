@@ -79,6 +79,9 @@ pub fn run(cfg: &TickConfig, fx: &mut Effects) -> Result<TickReport> {
     if let Some(busy) = early::lock(cfg, fx.storage)? {
         return Ok(busy);
     }
+    if let Some(advisor) = fx.advisor.as_mut() {
+        advisor.locked();
+    }
     let header = fx.storage.load_header()?;
     let scope = fx.source.scope();
     let rescoped = early::scope(cfg, header.as_ref(), &scope)?;

@@ -1,0 +1,816 @@
+//! The agent's processes, contained: a run is bounded in time and output,
+//! every process it starts (setsid'd ones too) ends with the run, and a
+//! signal to sentinel ends them first.
+//!
+//! Three nets catch what an agent leaves: its process group (`kill -PGID`),
+//! the marker in the environment of everything it starts (a process that
+//! left the group and the session still carries it), and, in the binary,
+//! sentinel as the child subreaper: whatever is orphaned below it is
+//! re-parented to sentinel, not to init, and is found among its children.
+
+use std::ffi::c_int;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::time::{Duration, Instant};
+
+/// In the environment of every agent run (and all it starts); its value
+/// names the run. `sentinel tick` refuses to start where it is set.
+pub const MARKER: &str = "SENTINEL_AGENT_RUN";
+
+/// Set once `main` made sentinel the subreaper: then every child still
+/// alive after a run is the agent's, and is ended.
+static SUBREAPER: AtomicBool = AtomicBool::new(false);
+/// The last of SIGTERM, SIGINT, SIGHUP received, or 0.
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
+/// The self-pipe: the handler writes a byte, the agent's wait loop polls it.
+static WAKE_READ: AtomicI32 = AtomicI32::new(-1);
+static WAKE_WRITE: AtomicI32 = AtomicI32::new(-1);
+
+/// Make sentinel the child subreaper of everything it starts.
+pub fn become_subreaper() {
+    // SAFETY: prctl with integer arguments only.
+    let ok = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } == 0;
+    SUBREAPER.store(ok, Ordering::SeqCst);
+}
+
+extern "C" fn on_signal(sig: c_int) {
+    SIGNAL.store(sig, Ordering::SeqCst);
+    let fd = WAKE_WRITE.load(Ordering::SeqCst);
+    if fd >= 0 {
+        // SAFETY: write(2) is async-signal-safe; the pipe is non-blocking.
+        unsafe { libc::write(fd, [1u8].as_ptr().cast(), 1) };
+    }
+}
+
+/// From now on SIGTERM, SIGINT and SIGHUP only set a flag: the agent's
+/// wait loop and the tick between files stop on it, so the agent's tree is
+/// ended and the lock released before sentinel exits.
+pub fn catch_signals() {
+    let mut fds = [-1; 2];
+    // SAFETY: pipe2 fills the two descriptors it is given room for.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) } == 0 {
+        WAKE_READ.store(fds[0], Ordering::SeqCst);
+        WAKE_WRITE.store(fds[1], Ordering::SeqCst);
+    }
+    for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+        // SAFETY: a zeroed sigaction with a handler that is async-signal-safe.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_signal as extern "C" fn(c_int) as libc::sighandler_t;
+            sa.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+}
+
+/// The signal that asked sentinel to stop, if one did.
+pub fn interrupted() -> Option<i32> {
+    Some(SIGNAL.load(Ordering::SeqCst)).filter(|s| *s != 0)
+}
+
+/// Sleep `d`, or less when a caught signal asks sentinel to stop.
+pub fn sleep(d: Duration) {
+    let wake = WAKE_READ.load(Ordering::SeqCst);
+    if wake < 0 {
+        std::thread::sleep(d);
+        return;
+    }
+    let deadline = Instant::now() + d;
+    while interrupted().is_none() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        let ms = c_int::try_from(left.as_millis().max(1)).unwrap_or(c_int::MAX);
+        let mut fd = libc::pollfd {
+            fd: wake,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        unsafe { libc::poll(&mut fd, 1, ms) };
+    }
+}
+
+fn signal_name(sig: i32) -> String {
+    match sig {
+        libc::SIGTERM => "SIGTERM".into(),
+        libc::SIGINT => "SIGINT".into(),
+        libc::SIGHUP => "SIGHUP".into(),
+        n => format!("signal {n}"),
+    }
+}
+
+/// A tick stopped by a signal: exit 128 + the signal's number.
+#[derive(Debug)]
+pub struct Interrupted {
+    pub signal: i32,
+    /// What was running, in words (`while the agent judged `a.js``).
+    pub during: String,
+}
+
+impl Interrupted {
+    pub fn exit_code(&self) -> u8 {
+        u8::try_from(128 + self.signal).unwrap_or(1)
+    }
+}
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "sentinel: stopped by {} {}; the agent's processes were ended and nothing was lost \
+             (the state is as the last save left it, the decision journal keeps what was paid for, \
+             the next tick takes it in)",
+            signal_name(self.signal),
+            self.during
+        )
+    }
+}
+
+impl std::error::Error for Interrupted {}
+
+/// How a run may go.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    pub timeout: Duration,
+    /// Stdout past this is not read (the agent gets EPIPE).
+    pub max_stdout: usize,
+    /// Only the last this many bytes of stderr are kept.
+    pub max_stderr: usize,
+}
+
+#[derive(Debug)]
+pub enum Ended {
+    Exited(ExitStatus),
+    TimedOut,
+    Interrupted,
+}
+
+#[derive(Debug)]
+pub struct Finished {
+    pub ended: Ended,
+    pub stdout: Vec<u8>,
+    /// The end of what it wrote to stderr.
+    pub stderr: Vec<u8>,
+}
+
+/// Run `cmd` in its own process group with `input` on stdin, and end it
+/// and everything it started when it exits, when `limits.timeout` passes or
+/// when sentinel is asked to stop, whichever comes first. `pidfile` names
+/// the run while it lasts, so a tick after a sentinel that was killed
+/// (SIGKILL leaves no chance to clean up) ends what that one left.
+pub fn run(
+    mut cmd: Command,
+    input: &[u8],
+    limits: &Limits,
+    pidfile: Option<&Path>,
+) -> io::Result<Finished> {
+    if let Some(p) = pidfile {
+        end_leftover(p);
+    }
+    let token = run_token();
+    // Named before it starts, so even a sentinel killed at once leaves the
+    // run's marker to find; the pid (its group) once it is known.
+    if let Some(p) = pidfile {
+        let _ = crate::state::safe_fs::replace(p, format!("0 {token}\n").as_bytes(), None);
+    }
+    cmd.env(MARKER, &token)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut child = cmd.spawn()?;
+    let pid = child.id() as i32;
+    if let Some(p) = pidfile {
+        let _ = crate::state::safe_fs::replace(p, format!("{pid} {token}\n").as_bytes(), None);
+    }
+    let mut io = Pump::new(&mut child, input, limits);
+    let ended = io.until_done(&mut child, limits.timeout);
+    end_tree(pid, &token);
+    let ended = match ended {
+        Some(e) => e,
+        None => match child.wait() {
+            Ok(_) if interrupted().is_some() => Ended::Interrupted,
+            _ => Ended::TimedOut,
+        },
+    };
+    // Whatever was written before the end is in the pipes; never wait for more.
+    io.drain();
+    if let Some(p) = pidfile {
+        let _ = std::fs::remove_file(p);
+    }
+    Ok(Finished {
+        ended,
+        stdout: io.out,
+        stderr: io.err.tail(),
+    })
+}
+
+/// Unique to this run: sentinel's pid and the time.
+fn run_token() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{}.{nanos}", std::process::id())
+}
+
+/// The agent's pipes and what came out of them.
+struct Pump {
+    stdin: Option<std::process::ChildStdin>,
+    input: Vec<u8>,
+    written: usize,
+    stdout: Option<std::process::ChildStdout>,
+    stderr: Option<std::process::ChildStderr>,
+    out: Vec<u8>,
+    max_out: usize,
+    err: Tail,
+    pidfd: Option<OwnedFd>,
+}
+
+impl Pump {
+    fn new(child: &mut Child, input: &[u8], limits: &Limits) -> Pump {
+        let pump = Pump {
+            stdin: child.stdin.take(),
+            input: input.to_vec(),
+            written: 0,
+            stdout: child.stdout.take(),
+            stderr: child.stderr.take(),
+            out: Vec::new(),
+            max_out: limits.max_stdout,
+            err: Tail::new(limits.max_stderr),
+            pidfd: pidfd_open(child.id() as i32),
+        };
+        for fd in [pump.fd_in(), pump.fd_out(), pump.fd_err()]
+            .into_iter()
+            .flatten()
+        {
+            nonblocking(fd);
+        }
+        pump
+    }
+
+    fn fd_in(&self) -> Option<RawFd> {
+        self.stdin.as_ref().map(|p| p.as_raw_fd())
+    }
+    fn fd_out(&self) -> Option<RawFd> {
+        self.stdout.as_ref().map(|p| p.as_raw_fd())
+    }
+    fn fd_err(&self) -> Option<RawFd> {
+        self.stderr.as_ref().map(|p| p.as_raw_fd())
+    }
+
+    /// Move bytes until the child exits (`Some(Exited)`), or `None` when
+    /// the deadline passed or a signal came first (the child still runs).
+    fn until_done(&mut self, child: &mut Child, timeout: Duration) -> Option<Ended> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if interrupted().is_some() {
+                return None;
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                return Some(Ended::Exited(status));
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            // Without a pidfd nothing tells of the exit: look again soon.
+            let cap = if self.pidfd.is_some() {
+                left
+            } else {
+                left.min(Duration::from_millis(10))
+            };
+            self.step(cap);
+        }
+    }
+
+    /// One poll of every open pipe, the pidfd and the self-pipe.
+    fn step(&mut self, wait: Duration) {
+        let wake = WAKE_READ.load(Ordering::SeqCst);
+        let mut fds: Vec<libc::pollfd> = Vec::with_capacity(5);
+        let mut add = |fd: Option<RawFd>, events: i16| {
+            if let Some(fd) = fd.filter(|fd| *fd >= 0) {
+                fds.push(libc::pollfd {
+                    fd,
+                    events,
+                    revents: 0,
+                });
+            }
+        };
+        add(self.fd_in(), libc::POLLOUT);
+        add(self.fd_out(), libc::POLLIN);
+        add(self.fd_err(), libc::POLLIN);
+        add(self.pidfd.as_ref().map(|f| f.as_raw_fd()), libc::POLLIN);
+        add(Some(wake), libc::POLLIN);
+        let ms = c_int::try_from(wait.as_millis().max(1)).unwrap_or(c_int::MAX);
+        // SAFETY: `fds` is a valid array of `fds.len()` pollfd.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+        if n <= 0 {
+            return;
+        }
+        let ready = |fd: Option<RawFd>| fds.iter().any(|p| Some(p.fd) == fd && p.revents != 0);
+        if ready(self.fd_in()) {
+            self.feed();
+        }
+        if ready(self.fd_out()) {
+            self.read_out();
+        }
+        if ready(self.fd_err()) {
+            self.read_err();
+        }
+        if ready(Some(wake)) {
+            let mut buf = [0u8; 64];
+            // SAFETY: reading into a local buffer of its own size.
+            while unsafe { libc::read(wake, buf.as_mut_ptr().cast(), buf.len()) } > 0 {}
+        }
+    }
+
+    fn feed(&mut self) {
+        let Some(stdin) = self.stdin.as_mut() else {
+            return;
+        };
+        loop {
+            if self.written >= self.input.len() {
+                self.stdin = None;
+                return;
+            }
+            match stdin.write(&self.input[self.written..]) {
+                Ok(0) => {}
+                Ok(n) => {
+                    self.written += n;
+                    continue;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // The agent closed its stdin: it read what it wanted.
+                Err(_) => {}
+            }
+            self.stdin = None;
+            return;
+        }
+    }
+
+    fn read_out(&mut self) {
+        let Some(pipe) = self.stdout.as_mut() else {
+            return;
+        };
+        let room = self.max_out.saturating_sub(self.out.len());
+        // Past the limit, at the end of the pipe or on an error: stop reading.
+        match read_some(pipe, room).filter(|_| room > 0) {
+            Some(bytes) => self.out.extend(bytes),
+            None => self.stdout = None,
+        }
+    }
+
+    fn read_err(&mut self) {
+        let Some(pipe) = self.stderr.as_mut() else {
+            return;
+        };
+        match read_some(pipe, 64 << 10) {
+            Some(bytes) if !bytes.is_empty() => self.err.push(&bytes),
+            Some(_) => {}
+            None => self.stderr = None,
+        }
+    }
+
+    /// What is left in the pipes, without waiting.
+    fn drain(&mut self) {
+        self.stdin = None;
+        for _ in 0..1024 {
+            let before = (self.out.len(), self.err.total);
+            self.read_out();
+            self.read_err();
+            if (self.out.len(), self.err.total) == before {
+                break;
+            }
+        }
+    }
+}
+
+/// Up to `max` bytes: `Some(empty)` when none is there yet, `None` at the
+/// end of the pipe or on an error.
+fn read_some(pipe: &mut impl Read, max: usize) -> Option<Vec<u8>> {
+    let mut buf = vec![0u8; max.min(64 << 10)];
+    loop {
+        return match pipe.read(&mut buf) {
+            Ok(0) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some(buf)
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Some(Vec::new()),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => None,
+        };
+    }
+}
+
+/// The last `max` bytes of a stream.
+struct Tail {
+    max: usize,
+    buf: Vec<u8>,
+    total: usize,
+}
+
+impl Tail {
+    fn new(max: usize) -> Tail {
+        Tail {
+            max,
+            buf: Vec::new(),
+            total: 0,
+        }
+    }
+
+    fn push(&mut self, bytes: &[u8]) {
+        self.total += bytes.len();
+        self.buf.extend_from_slice(bytes);
+        if self.buf.len() > 2 * self.max.max(1) {
+            let cut = self.buf.len() - self.max;
+            self.buf.drain(..cut);
+        }
+    }
+
+    fn tail(&self) -> Vec<u8> {
+        let from = self.buf.len().saturating_sub(self.max);
+        self.buf[from..].to_vec()
+    }
+}
+
+fn nonblocking(fd: RawFd) {
+    // SAFETY: fcntl on a descriptor this process owns.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags >= 0 {
+            libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+        }
+    }
+}
+
+/// A descriptor that becomes readable when `pid` exits (Linux 5.3 and
+/// later); `None` elsewhere, and the wait loop looks every 10 ms instead.
+fn pidfd_open(pid: i32) -> Option<OwnedFd> {
+    // SAFETY: the syscall returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// End the run of `pid` (the leader of the agent's group) and everything
+/// it started: the group, every process carrying the run's marker, and, as
+/// the subreaper, every child of sentinel's still alive and what is below it.
+fn end_tree(pid: i32, token: &str) {
+    // SAFETY: kill(2) with a negative pid signals that process group.
+    unsafe { libc::kill(-pid, libc::SIGKILL) };
+    end_marked(token);
+    if SUBREAPER.load(Ordering::SeqCst) {
+        reap_all_children(pid);
+    }
+}
+
+/// Kill every child of sentinel's but the agent (its `Child` reaps it) and
+/// every process below them, and reap them, until none is left.
+fn reap_all_children(agent: i32) {
+    let me = std::process::id() as i32;
+    for _ in 0..64 {
+        let table = processes();
+        let kids: Vec<i32> = table
+            .iter()
+            .filter(|p| p.ppid == me && p.pid != agent)
+            .map(|p| p.pid)
+            .collect();
+        if kids.is_empty() {
+            return;
+        }
+        for p in below(&table, &kids) {
+            // SAFETY: plain kill(2).
+            unsafe { libc::kill(p, libc::SIGKILL) };
+        }
+        for k in kids {
+            // SAFETY: waitpid on a child of ours that was just killed.
+            unsafe { libc::waitpid(k, std::ptr::null_mut(), 0) };
+        }
+    }
+}
+
+/// `roots` and all their descendants in `table`.
+fn below(table: &[Proc], roots: &[i32]) -> Vec<i32> {
+    let mut out = roots.to_vec();
+    let mut i = 0;
+    while i < out.len() {
+        let parent = out[i];
+        out.extend(
+            table
+                .iter()
+                .filter(|p| p.ppid == parent && !out.contains(&p.pid))
+                .map(|p| p.pid)
+                .collect::<Vec<_>>(),
+        );
+        i += 1;
+    }
+    out
+}
+
+struct Proc {
+    pid: i32,
+    ppid: i32,
+}
+
+/// Every process's pid and parent, from `/proc/<pid>/stat`.
+fn processes() -> Vec<Proc> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            Some(Proc {
+                pid,
+                ppid: ppid_of(&stat)?,
+            })
+        })
+        .collect()
+}
+
+/// The parent in a `/proc/<pid>/stat` line: the second field after the
+/// command name, which may itself hold spaces and parentheses.
+fn ppid_of(stat: &str) -> Option<i32> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The processes whose environment names the run `token`.
+fn carrying(token: &str) -> Vec<i32> {
+    let needle = format!("{MARKER}={token}");
+    let me = std::process::id() as i32;
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| *pid != me && environ_has(*pid, &needle))
+        .collect()
+}
+
+fn environ_has(pid: i32, entry: &str) -> bool {
+    let Ok(f) = std::fs::File::open(format!("/proc/{pid}/environ")) else {
+        return false;
+    };
+    let mut env = Vec::new();
+    if f.take(1 << 20).read_to_end(&mut env).is_err() {
+        return false;
+    }
+    env.split(|b| *b == 0).any(|e| e == entry.as_bytes())
+}
+
+/// End what a run named in `pidfile` left: a sentinel killed with SIGKILL
+/// could not. Its group only when its leader still carries the run's
+/// marker (a pid may have been reused since).
+pub fn end_leftover(pidfile: &Path) {
+    let Ok(Some(f)) = crate::state::safe_fs::open_read(pidfile) else {
+        return;
+    };
+    let mut text = String::new();
+    let _ = f.take(256).read_to_string(&mut text);
+    let mut words = text.split_whitespace();
+    // `0 <token>` while the run was starting: the marker alone finds it.
+    if let (Some(pid), Some(token)) = (
+        words.next().and_then(|p| p.parse::<i32>().ok()),
+        words.next(),
+    ) {
+        if pid > 1 && environ_has(pid, &format!("{MARKER}={token}")) {
+            // SAFETY: kill(2) with a negative pid signals that process group.
+            unsafe { libc::kill(-pid, libc::SIGKILL) };
+        }
+        end_marked(token);
+    }
+    let _ = std::fs::remove_file(pidfile);
+}
+
+/// Kill every process carrying the run's marker, again while new ones appear.
+fn end_marked(token: &str) {
+    for _ in 0..8 {
+        let marked = carrying(token);
+        if marked.is_empty() {
+            return;
+        }
+        for p in marked {
+            // SAFETY: plain kill(2).
+            unsafe { libc::kill(p, libc::SIGKILL) };
+        }
+    }
+}
+
+/// A relative command path (`./agent.sh`) as the directory sentinel was
+/// started in names it: the agent runs in its worktree, where it does not
+/// exist. Only a plain first word is rewritten; anything else is left to
+/// the shell as written.
+pub fn resolve(command: &str, start: &Path) -> String {
+    let (first, rest) = split_first(command);
+    if !plain(first) || first.starts_with('/') || !first.contains('/') {
+        return command.to_string();
+    }
+    let full = start.join(first);
+    format!("{}{rest}", quote(&full.to_string_lossy()))
+}
+
+fn split_first(command: &str) -> (&str, &str) {
+    let trimmed = command.trim_start();
+    let end = trimmed.find(char::is_whitespace).unwrap_or(trimmed.len());
+    trimmed.split_at(end)
+}
+
+/// A word the shell takes as it is: no quote, expansion or operator.
+fn plain(word: &str) -> bool {
+    !word.is_empty()
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-/+@%,:".contains(&b))
+}
+
+fn quote(s: &str) -> String {
+    if plain(s) {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+/// Shell words that are no file on PATH.
+const SHELL_WORDS: [&str; 22] = [
+    ".", ":", "[", "cd", "command", "eval", "exec", "exit", "export", "false", "for", "if", "read",
+    "set", "test", "true", "trap", "type", "ulimit", "umask", "unset", "while",
+];
+
+/// Why the command's first word cannot be started, when that can be told
+/// before it runs: a path that is no executable file, a name on no
+/// directory of `path`, a script whose `#!` interpreter is missing.
+pub fn cannot_start(command: &str, path: Option<&std::ffi::OsStr>) -> Option<String> {
+    let first = literal_first(command)?;
+    let first = first.as_str();
+    if SHELL_WORDS.contains(&first) {
+        return None;
+    }
+    let found = if first.contains('/') {
+        let p = std::path::PathBuf::from(first);
+        if !is_executable(&p) {
+            return Some(format!("`{first}` is not an executable file"));
+        }
+        p
+    } else {
+        let dirs = path.unwrap_or_default();
+        match std::env::split_paths(dirs)
+            .map(|d| d.join(first))
+            .find(|p| is_executable(p))
+        {
+            Some(p) => p,
+            None => {
+                return Some(format!(
+                    "`{first}` is on no directory of PATH (`{}`)",
+                    dirs.to_string_lossy()
+                ));
+            }
+        }
+    };
+    missing_interpreter(&found).map(|i| {
+        format!(
+            "the `#!` interpreter `{i}` of `{}` does not exist",
+            found.display()
+        )
+    })
+}
+
+/// The command's first word when the shell takes it literally: a plain
+/// word, or one in single quotes (as `resolve` writes a path with spaces).
+fn literal_first(command: &str) -> Option<String> {
+    let trimmed = command.trim_start();
+    if let Some(quoted) = trimmed.strip_prefix('\'') {
+        let (word, rest) = quoted.split_once('\'')?;
+        let ends = rest.is_empty() || rest.starts_with(char::is_whitespace);
+        return (ends && !word.is_empty()).then(|| word.to_string());
+    }
+    let (first, _) = split_first(trimmed);
+    plain(first).then(|| first.to_string())
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+fn missing_interpreter(script: &Path) -> Option<String> {
+    let f = std::fs::File::open(script).ok()?;
+    let mut head = Vec::new();
+    f.take(256).read_to_end(&mut head).ok()?;
+    let line = head.strip_prefix(b"#!")?;
+    let line = String::from_utf8_lossy(line);
+    let interp = line.lines().next()?.split_whitespace().next()?.to_string();
+    (interp.starts_with('/') && !Path::new(&interp).exists()).then_some(interp)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_parent_is_read_past_a_command_name_with_spaces() {
+        assert_eq!(ppid_of("42 (a b) c) S 7 42 42 0"), Some(7));
+        assert_eq!(ppid_of("1 (init) S 0 1 1"), Some(0));
+        assert_eq!(ppid_of("garbage"), None);
+    }
+
+    #[test]
+    fn a_relative_agent_path_is_the_start_directorys() {
+        let start = Path::new("/srv/job");
+        assert_eq!(
+            resolve("./agent.sh --fast", start),
+            "/srv/job/./agent.sh --fast"
+        );
+        assert_eq!(resolve("bin/agent", start), "/srv/job/bin/agent");
+        assert_eq!(resolve("/usr/bin/agent x", start), "/usr/bin/agent x");
+        assert_eq!(resolve("claude -p", start), "claude -p");
+        assert_eq!(resolve("cd x && ./a", start), "cd x && ./a");
+        assert_eq!(resolve("./a", Path::new("/my dir")), "'/my dir/./a'");
+    }
+
+    #[test]
+    fn a_command_that_cannot_start_is_told_before_it_runs() {
+        let path = Some(std::ffi::OsStr::new("/nonexistent-dir"));
+        assert!(
+            cannot_start("claude -p", path)
+                .unwrap()
+                .contains("no directory of PATH")
+        );
+        assert!(
+            cannot_start("/nonexistent/agent.sh", path)
+                .unwrap()
+                .contains("not an executable")
+        );
+        assert_eq!(cannot_start("cd x && claude", path), None);
+        assert_eq!(cannot_start("\"$AGENT\" x", path), None);
+        assert_eq!(
+            cannot_start("sh", std::env::var_os("PATH").as_deref()),
+            None
+        );
+    }
+
+    #[test]
+    fn a_tail_keeps_the_last_bytes() {
+        let mut t = Tail::new(4);
+        for chunk in [&b"abc"[..], b"defgh", b"ij"] {
+            t.push(chunk);
+        }
+        assert_eq!(t.tail(), b"ghij");
+        assert_eq!(t.total, 10);
+    }
+
+    #[test]
+    fn a_flood_on_stdout_and_stderr_is_cut_at_its_bounds() {
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
+            .arg("head -c 3000000 /dev/zero >&2 & head -c 3000000 /dev/zero; wait");
+        let limits = Limits {
+            timeout: Duration::from_secs(20),
+            max_stdout: 1 << 20,
+            max_stderr: 1 << 10,
+        };
+        let done = run(cmd, b"", &limits, None).unwrap();
+        assert_eq!(done.stdout.len(), 1 << 20);
+        assert_eq!(done.stderr.len(), 1 << 10);
+    }
+
+    #[test]
+    fn a_signal_exits_128_plus_its_number() {
+        let code = |signal| {
+            Interrupted {
+                signal,
+                during: String::new(),
+            }
+            .exit_code()
+        };
+        assert_eq!(
+            (code(libc::SIGHUP), code(libc::SIGINT), code(libc::SIGTERM)),
+            (129, 130, 143)
+        );
+    }
+
+    #[test]
+    fn a_run_past_its_timeout_ends_with_everything_it_started() {
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
+            .arg("(setsid sleep 30 &) ; echo started; sleep 30");
+        let limits = Limits {
+            timeout: Duration::from_millis(300),
+            max_stdout: 1 << 20,
+            max_stderr: 1 << 10,
+        };
+        let started = Instant::now();
+        let done = run(cmd, b"", &limits, None).unwrap();
+        assert!(matches!(done.ended, Ended::TimedOut), "{:?}", done.ended);
+        assert_eq!(done.stdout, b"started\n");
+        assert!(started.elapsed() < Duration::from_secs(10));
+    }
+}
