@@ -537,6 +537,14 @@ pub struct Circuit {
     /// When it opened: a clock that went back before it must not stretch it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub opened: Option<DateTime<Utc>>,
+    /// Timeout circuits before this one with no answer in between: the
+    /// next timeout hold is longer (see `timeout_hold`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub streak: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl Circuit {
@@ -548,6 +556,7 @@ impl Circuit {
             until,
             advice: advice(class).to_owned(),
             opened: None,
+            streak: 0,
         }
     }
 }

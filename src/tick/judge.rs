@@ -347,6 +347,7 @@ impl Work<'_> {
         let permanent = self.permanent.take();
         if permanent && let Some(r) = record.retry.as_mut() {
             r.failures = r.failures.max(retry::MAX_FAILURES);
+            r.at_once = true;
         }
         match &record.retry {
             Some(r) if r.given_up() && permanent => (
@@ -482,10 +483,17 @@ fn given_up(state: &State, s: &Subject) -> Option<FileReport> {
         .retry
         .as_ref()
         .filter(|r| r.given_up() && r.fingerprint == s.fingerprint)?;
-    let reason = format!(
-        "gave up after {} failures at this fingerprint; `sentinel reset {}` asks again",
-        r.failures, s.path
-    );
+    let reason = if r.at_once {
+        format!(
+            "gave up at once, as asking again about this content cannot help; `sentinel reset {}` asks again",
+            s.path
+        )
+    } else {
+        format!(
+            "gave up after {} failures at this fingerprint; `sentinel reset {}` asks again",
+            r.failures, s.path
+        )
+    };
     Some(
         FileReport::new(&s.path, Outcome::GivenUp, reason, s.novelty)
             .with_fingerprint(Some(s.fingerprint.clone())),
