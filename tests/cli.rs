@@ -28,6 +28,8 @@ mod front_door;
 mod hostile_files;
 #[path = "e2e/identity.rs"]
 mod identity;
+#[path = "e2e/litellm.rs"]
+mod litellm;
 #[path = "e2e/loops.rs"]
 mod loops;
 #[path = "e2e/mr_report.rs"]
