@@ -6,7 +6,7 @@
 //! sleeps go through a sleeper that tests replace.
 
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -14,6 +14,15 @@ use serde::{Deserialize, Serialize};
 use super::peers;
 use super::prices::{self, Usage};
 use super::protocol::{self, Class, Failure, Step};
+
+/// The most of a tick's wall time the advisor spends, from its start: no
+/// file is asked, no request outlasts it and no retry waits past it, so a
+/// tick fits a 2-minute schedule whatever the provider does (see
+/// `docs/advisor.md`).
+pub const TICK_BUDGET: Duration = Duration::from_secs(90);
+
+/// The least time a request is given, even at the end of `TICK_BUDGET`.
+const MIN_REQUEST: Duration = Duration::from_secs(1);
 
 /// Answers larger than this are not a chat completion we asked for.
 const MAX_ANSWER_BYTES: u64 = 4 << 20;
@@ -244,6 +253,10 @@ pub trait Advisor {
     }
     /// A proxy an earlier tick saw answer: asked as that proxy from the first call.
     fn assume_proxy(&mut self, _name: &str) {}
+    /// Why no further file may be asked in this tick (its time is spent).
+    fn out_of_time(&self) -> Option<String> {
+        None
+    }
 }
 
 impl Advisor for OpenAiAdvisor {
@@ -267,6 +280,14 @@ impl Advisor for OpenAiAdvisor {
     }
     fn assume_proxy(&mut self, name: &str) {
         self.proxy = self.proxy.or(peers::proxy_named(name));
+    }
+    fn out_of_time(&self) -> Option<String> {
+        (self.time_left() < MIN_REQUEST).then(|| {
+            format!(
+                "the tick's {} s for the model are spent; asked on the next tick",
+                TICK_BUDGET.as_secs()
+            )
+        })
     }
 }
 
@@ -389,6 +410,8 @@ pub struct OpenAiAdvisor {
     signs: Signs,
     /// The current `ask`'s time, which HTTP-date waits are relative to.
     now: DateTime<Utc>,
+    /// When the tick's advisor started: `TICK_BUDGET` is counted from here.
+    started: Instant,
 }
 
 /// One HTTP attempt: its result, and the cost the server reported for it.
@@ -424,6 +447,7 @@ impl OpenAiAdvisor {
             proxy: None,
             signs: Signs::default(),
             now: DateTime::<Utc>::MIN_UTC,
+            started: Instant::now(),
         }
     }
 
@@ -466,6 +490,15 @@ impl OpenAiAdvisor {
         body
     }
 
+    /// What is left of `TICK_BUDGET`; recorded waits count as slept.
+    fn time_left(&self) -> Duration {
+        let slept = match self.cfg.fake_sleep {
+            true => Duration::from_millis(self.waits.iter().sum()),
+            false => Duration::ZERO,
+        };
+        TICK_BUDGET.saturating_sub(self.started.elapsed() + slept)
+    }
+
     /// Send one request; the response, or the transport's failure.
     fn post(
         &mut self,
@@ -476,8 +509,12 @@ impl OpenAiAdvisor {
             "{}/chat/completions",
             self.cfg.base_url.trim_end_matches('/')
         );
+        let timeout = self.cfg.timeout.min(self.time_left()).max(MIN_REQUEST);
         self.agent
             .post(&url)
+            .config()
+            .timeout_global(Some(timeout))
+            .build()
             .header("Authorization", format!("Bearer {}", self.cfg.key.0))
             .header("Content-Type", "application/json")
             .send(body.to_string())
@@ -604,9 +641,10 @@ impl OpenAiAdvisor {
             cost: None,
             carried: None,
         };
+        let left = self.time_left();
         let mut waits = std::mem::take(&mut self.waits);
         let fake_sleep = self.cfg.fake_sleep;
-        let mut call = with_protocol(now, &mut waits, fake_sleep, || {
+        let mut call = with_protocol_within(now, &mut waits, fake_sleep, Some(left), || {
             self.reshaping_attempt(req, &mut turn)
         });
         self.waits = waits;
@@ -674,8 +712,23 @@ pub fn with_protocol(
     now: DateTime<Utc>,
     waits: &mut Vec<u64>,
     fake_sleep: bool,
+    attempt: impl FnMut() -> Attempt,
+) -> Call {
+    with_protocol_within(now, waits, fake_sleep, None, attempt)
+}
+
+/// `with_protocol` with `time_left` of the tick's time (`None`: no limit):
+/// a retry whose wait would end too late is not made, the failure stands
+/// as if the retries were spent.
+pub fn with_protocol_within(
+    now: DateTime<Utc>,
+    waits: &mut Vec<u64>,
+    fake_sleep: bool,
+    time_left: Option<Duration>,
     mut attempt: impl FnMut() -> Attempt,
 ) -> Call {
+    let started = Instant::now();
+    let mut slept = Duration::ZERO;
     let mut usage: Option<Usage> = None;
     let mut failures = 0;
     loop {
@@ -692,8 +745,29 @@ pub fn with_protocol(
                 usage = add_usage(usage, u);
                 failures += 1;
                 let class = protocol::classify(&failure);
-                match step_after(&failure, class, failures, now) {
+                let used = started.elapsed() + if fake_sleep { slept } else { Duration::ZERO };
+                let step = match step_after(&failure, class, failures, now) {
+                    Step::Retry(d) if time_left.is_some_and(|l| used + d + MIN_REQUEST > l) => {
+                        return Call {
+                            outcome: Outcome::Failed {
+                                class,
+                                reason: format!(
+                                    "{}; not retried: the tick's {} s for the model are spent",
+                                    failure_reason(&failure),
+                                    TICK_BUDGET.as_secs()
+                                ),
+                                hold_until: spent_hold(class, now),
+                            },
+                            attempts: failures,
+                            usage,
+                            cost_usd: None,
+                        };
+                    }
+                    step => step,
+                };
+                match step {
                     Step::Retry(d) => {
+                        slept += d;
                         waits.push(d.as_millis() as u64);
                         if !fake_sleep {
                             std::thread::sleep(d);
@@ -714,6 +788,14 @@ pub fn with_protocol(
                 }
             }
         }
+    }
+}
+
+/// The class's hold once its retries are spent.
+fn spent_hold(class: Class, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    match protocol::next_step(class, u32::MAX, None, now) {
+        Step::Stop { hold_until } => hold_until,
+        Step::Retry(_) => None,
     }
 }
 

@@ -407,6 +407,11 @@ impl Work<'_> {
         if limit > 0 && self.consulted >= limit {
             return Some(format!("the batch limit (--batch {limit}) is reached"));
         }
+        // A tick fits its schedule: once the model's share of it is spent,
+        // the rest waits for the next tick.
+        if let Some(why) = self.advisor.as_ref().and_then(|a| a.out_of_time()) {
+            return Some(why);
+        }
         if have_bytes { None } else { self.cannot_read() }
     }
 

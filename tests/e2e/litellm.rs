@@ -265,3 +265,22 @@ fn litellm_a_file_given_up_after_one_attempt_is_not_said_to_have_failed_5_times(
     assert!(!note.contains("5 failures"), "{note}");
     assert!(!out.stderr.contains("after 5 failures"), "{}", out.stderr);
 }
+
+#[test]
+fn litellm_waits_it_passes_on_never_keep_a_tick_past_the_models_90_seconds() {
+    let sb = sandbox(&[AUTH, SESSION, TOKEN]);
+    let ai = FakeOpenAi::start();
+    // A minute is still slept; two would end past the tick's 90 s.
+    ai.answer_always(through_litellm(
+        Reply::peer(429, "litellm-rate-limit.json").header("llm_provider-retry-after", "60"),
+    ));
+    let (r, _) = tick(&sb, &ai, &at(600), &["--batch", "5"]);
+    assert_eq!(ai.posts(), 2, "{r}");
+    assert_eq!(r["slept_ms"], serde_json::json!([60000]));
+    let why = reason(&r, AUTH);
+    assert!(
+        why.contains("not retried: the tick's 90 s for the model are spent"),
+        "{why}"
+    );
+    assert_eq!(file(&r, SESSION)["outcome"], "held", "{r}");
+}
