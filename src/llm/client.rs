@@ -1247,6 +1247,47 @@ mod tests {
     }
 
     #[test]
+    fn no_retry_waits_past_the_ticks_time() {
+        let limited = |secs| {
+            let mut waits = Vec::new();
+            let call = with_protocol_within(
+                Utc::now(),
+                &mut waits,
+                true,
+                Some(Duration::from_secs(secs)),
+                || {
+                    Err((
+                        Failure::Http {
+                            status: 429,
+                            body: peer("litellm-rate-limit.json"),
+                            retry_after_ms: None,
+                            retry_after: Some("8".into()),
+                        },
+                        None,
+                    ))
+                },
+            );
+            (call, waits)
+        };
+        let (call, waits) = limited(10);
+        assert_eq!((call.attempts, waits), (2, vec![8000]));
+        match call.outcome {
+            Outcome::Failed {
+                class,
+                reason,
+                hold_until,
+            } => {
+                assert_eq!(class, Class::RateLimit);
+                assert!(reason.ends_with("not retried: the tick's 90 s for the model are spent"));
+                assert!(hold_until.is_some(), "the class's hold still applies");
+            }
+            other => panic!("{other:?}"),
+        }
+        // With time enough, the protocol's three attempts.
+        assert_eq!(limited(60).0.attempts, 3);
+    }
+
+    #[test]
     fn the_key_never_prints_itself() {
         let k = ApiKey::new("sk-secret".into());
         assert_eq!(format!("{k:?}"), "ApiKey(***)");
