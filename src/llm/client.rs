@@ -931,8 +931,10 @@ fn mask_key(word: &str) -> String {
 }
 
 /// The parameter a refusal names as unsupported: OpenAI's `param` of an
-/// `unsupported_parameter`, or the first quoted name of LiteLLM's
-/// `UnsupportedParamsError` ("does not support parameters: ['temperature']").
+/// `unsupported_parameter` ("Unsupported parameter: 'max_tokens'"), or the
+/// name LiteLLM's `UnsupportedParamsError` gives ("does not support
+/// parameters: ['temperature']", "gpt-5-mini doesn't support
+/// temperature=0").
 fn refused_param(error: &serde_json::Value) -> Option<String> {
     let field = |n: &str| error.get(n).and_then(|v| v.as_str()).unwrap_or("");
     let message = field("message");
@@ -944,17 +946,22 @@ fn refused_param(error: &serde_json::Value) -> Option<String> {
     if !refused {
         return None;
     }
-    let quoted = message
-        .split('\'')
-        .nth(1)
-        .filter(|q| !q.is_empty() && q.len() <= 64)
-        .map(str::to_string);
+    let after = |marker: &str| {
+        let at = message.find(marker)? + marker.len();
+        let name: String = message[at..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '.')
+            .collect();
+        (!name.is_empty() && name.len() <= 64).then_some(name)
+    };
     let param = field("param");
-    let named = (!param.is_empty() && param != "None").then(|| param.to_string());
-    named.or(quoted).filter(|p| {
-        p.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.')
-    })
+    (!param.is_empty() && param != "None")
+        .then(|| param.to_string())
+        .filter(|p| p.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
+        .or_else(|| after("parameters: ['"))
+        .or_else(|| after("parameter: '"))
+        .or_else(|| after("doesn't support "))
+        .or_else(|| after("does not support "))
 }
 
 /// `HTTP <status> <code or type>`, and an integer code (vLLM, llama.cpp,
@@ -1161,6 +1168,14 @@ mod tests {
             litellm.contains("the model refuses `temperature`")
                 && litellm.contains("--reasoning-models"),
             "{litellm}"
+        );
+        // As LiteLLM 1.108.7 answered an alias of gpt-5-mini sent `temperature: 0`.
+        let observed = http(400, &peer("litellm-unsupported-temperature.json"));
+        assert!(
+            observed
+                .contains(": gpt-5-mini doesn't support temperature=0 while reasoning is active.")
+                && observed.contains("the model refuses `temperature`"),
+            "{observed}"
         );
         let openai = http(400, &peer("openai-unsupported-max-tokens.json"));
         assert!(
