@@ -871,6 +871,10 @@ mod tests {
             Class::Request
         );
         assert_eq!(
+            classify(&http(400, &peer("litellm-unsupported-temperature.json"))),
+            Class::Request
+        );
+        assert_eq!(
             classify(&http(400, &peer("openai-unsupported-max-tokens.json"))),
             Class::Request
         );

@@ -221,9 +221,10 @@ fn litellm_a_quota_reason_keeps_the_upstreams_words_in_the_line_and_explain() {
 fn litellm_an_alias_that_refuses_temperature_names_it_and_the_flag() {
     let sb = sandbox(&[AUTH]);
     let ai = FakeOpenAi::start();
+    // As LiteLLM 1.108.7 answered `temperature: 0` for an alias of gpt-5-mini.
     ai.answer_always(through_litellm(Reply::peer(
         400,
-        "litellm-unsupported-params.json",
+        "litellm-unsupported-temperature.json",
     )));
     let (r, _) = tick(&sb, &ai, &at(600), &["--model", "fast"]);
     let why = reason(&r, AUTH);
