@@ -251,6 +251,7 @@ fn tick_config(
             // An agent's cost is what it reports, else the per-call estimate.
             price: args.llm.agent.is_none().then(|| args.llm.price()).flatten(),
             per_call: args.llm.per_call(),
+            proxied_per_call: args.llm.proxied_per_call(),
             // What a call may answer with: a reasoning model's larger limit
             // and its one larger retry are reserved, an agent's is its own.
             max_tokens: match &args.llm.agent {

@@ -1126,6 +1126,12 @@ impl LlmArgs {
             .or_else(|| crate::llm::prices::builtin(&self.model))
     }
 
+    /// USD counted per call for a model without a price behind a proxy:
+    /// `--cost-per-call`, else `DEFAULT_COST_PER_CALL`, wherever it runs.
+    pub fn proxied_per_call(&self) -> f64 {
+        self.cost_per_call.unwrap_or(DEFAULT_COST_PER_CALL)
+    }
+
     /// USD counted per call for a model without a price: `--cost-per-call`,
     /// else nothing for an endpoint on this machine (a model there costs no
     /// money per call) and `DEFAULT_COST_PER_CALL` for any other.

@@ -176,6 +176,7 @@ fn config(now: DateTime<Utc>, batch: usize, trigger: Trigger) -> TickConfig {
             daily_budget: 1_000.0,
             price: crate::llm::prices::builtin("gpt-4o-mini"),
             per_call: 0.05,
+            proxied_per_call: 0.05,
             max_tokens: 1024,
         }),
         locks: Vec::new(),

@@ -34,6 +34,8 @@ mod hostile_files;
 mod hostile_worktree;
 #[path = "e2e/identity.rs"]
 mod identity;
+#[path = "e2e/litellm.rs"]
+mod litellm;
 #[path = "e2e/loops.rs"]
 mod loops;
 #[path = "e2e/merged_results.rs"]

@@ -54,6 +54,21 @@ pub struct DaySpend {
     /// server, `price_table`, `per_call`, `reservation`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub sources: BTreeMap<String, u64>,
+    /// Attempts that timed out, counted as estimated calls at the
+    /// reservation (included in `calls` and `estimated`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub timed_out: u64,
+    /// What they were counted at (USD).
+    #[serde(default, skip_serializing_if = "is_zero_usd")]
+    pub timed_out_usd: f64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+fn is_zero_usd(v: &f64) -> bool {
+    *v == 0.0
 }
 
 impl DaySpend {
@@ -135,6 +150,19 @@ pub fn record_source(
             .sources
             .entry(source.as_str().to_string())
             .or_default() += 1;
+    }
+}
+
+/// After `record`: `n` timed-out attempts counted at `usd` in all, on the budget's day.
+pub fn record_timed_out(
+    days: &mut BTreeMap<NaiveDate, DaySpend>,
+    budget: &Budget,
+    n: u64,
+    usd: f64,
+) {
+    if let Some(entry) = budget.day.and_then(|day| days.get_mut(&day)) {
+        entry.timed_out += n;
+        entry.timed_out_usd += usd;
     }
 }
 
@@ -420,7 +448,7 @@ mod tests {
             estimated,
             attempts: calls,
             models: models.iter().map(|(m, n)| (m.to_string(), *n)).collect(),
-            sources: BTreeMap::new(),
+            ..DaySpend::default()
         }
     }
 
@@ -593,7 +621,7 @@ mod tests {
                 estimated: 0.05,
                 attempts: 3,
                 models: BTreeMap::from([("gpt-4o".into(), 1), ("my-model".into(), 1)]),
-                sources: BTreeMap::new(),
+                ..DaySpend::default()
             }
         );
     }

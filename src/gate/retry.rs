@@ -49,6 +49,14 @@ pub struct Retry {
     #[serde(with = "crate::state::ts")]
     pub not_before: DateTime<Utc>,
     pub wait: Wait,
+    /// Given up at once, as asking again about this content cannot help
+    /// (a `file_request`): not after `MAX_FAILURES` failures.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub at_once: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -108,6 +116,7 @@ pub fn after(
         failures,
         not_before,
         wait,
+        at_once: false,
     })
 }
 
@@ -118,6 +127,7 @@ pub fn reset(fingerprint: &str, now: DateTime<Utc>) -> Retry {
         failures: 0,
         not_before: now,
         wait: Wait::Reset,
+        at_once: false,
     }
 }
 

@@ -6,7 +6,7 @@
 //! sleeps go through a sleeper that tests replace.
 
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -14,6 +14,15 @@ use serde::{Deserialize, Serialize};
 use super::peers;
 use super::prices::{self, Usage};
 use super::protocol::{self, Class, Failure, Step};
+
+/// The most of a tick's wall time the advisor spends, from its start: no
+/// file is asked, no request outlasts it and no retry waits past it, so a
+/// tick fits a 2-minute schedule whatever the provider does (see
+/// `docs/advisor.md`).
+pub const TICK_BUDGET: Duration = Duration::from_secs(90);
+
+/// The least time a request is given, even at the end of `TICK_BUDGET`.
+const MIN_REQUEST: Duration = Duration::from_secs(1);
 
 /// Answers larger than this are not a chat completion we asked for.
 const MAX_ANSWER_BYTES: u64 = 4 << 20;
@@ -209,6 +218,20 @@ fn usd(value: f64) -> Option<f64> {
     (value.is_finite() && value >= 0.0).then_some(value)
 }
 
+/// What the last `ask` showed beside its outcome: who answered, and what
+/// the attempts may have cost that no usage says.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Signs {
+    /// The proxy the answers came through, when their headers said so.
+    pub proxy: Option<&'static str>,
+    /// Attempts that timed out, sentinel's or the proxy's: the provider may
+    /// have answered, and billed, each of them.
+    pub timed_out: u32,
+    /// Upstream calls the proxy made beyond sentinel's attempts (its own
+    /// retries, from its retries header).
+    pub proxy_retries: u64,
+}
+
 /// Something that can judge a file: the OpenAI-compatible client, or a fake.
 pub trait Advisor {
     /// The model (or `agent`) that answers, for costs and the decision's record.
@@ -232,6 +255,16 @@ pub trait Advisor {
     /// Called once the tick holds the state's lock: an agent ends what the
     /// run of a killed tick left behind before anything else touches it.
     fn locked(&mut self) {}
+    /// What the last `ask` showed (see `Signs`); nothing by default.
+    fn signs(&self) -> Signs {
+        Signs::default()
+    }
+    /// A proxy an earlier tick saw answer: asked as that proxy from the first call.
+    fn assume_proxy(&mut self, _name: &str) {}
+    /// Why no further file may be asked in this tick (its time is spent).
+    fn out_of_time(&self) -> Option<String> {
+        None
+    }
 }
 
 impl Advisor for OpenAiAdvisor {
@@ -246,6 +279,23 @@ impl Advisor for OpenAiAdvisor {
     }
     fn waits_ms(&self) -> Vec<u64> {
         self.waits.clone()
+    }
+    fn signs(&self) -> Signs {
+        Signs {
+            proxy: self.proxy.map(|p| p.name),
+            ..self.signs.clone()
+        }
+    }
+    fn assume_proxy(&mut self, name: &str) {
+        self.proxy = self.proxy.or(peers::proxy_named(name));
+    }
+    fn out_of_time(&self) -> Option<String> {
+        (self.time_left() < MIN_REQUEST).then(|| {
+            format!(
+                "the tick's {} s for the model are spent; asked on the next tick",
+                TICK_BUDGET.as_secs()
+            )
+        })
     }
 }
 
@@ -362,6 +412,14 @@ pub struct OpenAiAdvisor {
     calls: u64,
     /// The response format the server takes; a fallback holds for the tick.
     format: Format,
+    /// The proxy the answers come through, once one said so.
+    proxy: Option<peers::Proxy>,
+    /// What the current (or last) `ask` showed.
+    signs: Signs,
+    /// The current `ask`'s time, which HTTP-date waits are relative to.
+    now: DateTime<Utc>,
+    /// When the tick's advisor started: `TICK_BUDGET` is counted from here.
+    started: Instant,
 }
 
 /// One HTTP attempt: its result, and the cost the server reported for it.
@@ -394,6 +452,10 @@ impl OpenAiAdvisor {
             waits: Vec::new(),
             calls: 0,
             format,
+            proxy: None,
+            signs: Signs::default(),
+            now: DateTime::<Utc>::MIN_UTC,
+            started: Instant::now(),
         }
     }
 
@@ -427,7 +489,22 @@ impl OpenAiAdvisor {
             body["temperature"] = 0.into();
             body["max_tokens"] = turn.limit.into();
         }
+        // sentinel is the only retry loop: LiteLLM takes a per-request
+        // `num_retries` (its docs' "set dynamically"), which overrides its
+        // default of 2 retries per call.
+        if self.proxy.is_some_and(|p| p.name == "LiteLLM") {
+            body["num_retries"] = 0.into();
+        }
         body
+    }
+
+    /// What is left of `TICK_BUDGET`; recorded waits count as slept.
+    fn time_left(&self) -> Duration {
+        let slept = match self.cfg.fake_sleep {
+            true => Duration::from_millis(self.waits.iter().sum()),
+            false => Duration::ZERO,
+        };
+        TICK_BUDGET.saturating_sub(self.started.elapsed() + slept)
     }
 
     /// Send one request; the response, or the transport's failure.
@@ -440,8 +517,12 @@ impl OpenAiAdvisor {
             "{}/chat/completions",
             self.cfg.base_url.trim_end_matches('/')
         );
+        let timeout = self.cfg.timeout.min(self.time_left()).max(MIN_REQUEST);
         self.agent
             .post(&url)
+            .config()
+            .timeout_global(Some(timeout))
+            .build()
             .header("Authorization", format!("Bearer {}", self.cfg.key.0))
             .header("Content-Type", "application/json")
             .send(body.to_string())
@@ -453,6 +534,16 @@ impl OpenAiAdvisor {
 
     /// One HTTP attempt, its answer judged with the completion limit it was sent with.
     fn attempt(&mut self, body: &serde_json::Value, limit: u64) -> Sent {
+        let sent = self.attempt_once(body, limit);
+        if let Err((f, _)) = &sent.result
+            && protocol::classify(f) == Class::Timeout
+        {
+            self.signs.timed_out += 1;
+        }
+        sent
+    }
+
+    fn attempt_once(&mut self, body: &serde_json::Value, limit: u64) -> Sent {
         let mut response = match self.post(body) {
             Ok(r) => r,
             Err(f) => return Sent::failed(f),
@@ -465,8 +556,21 @@ impl OpenAiAdvisor {
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_string)
         };
-        let retry_after_ms = header("retry-after-ms");
-        let retry_after = header("retry-after");
+        // A proxy passes the upstream's waits on under its own prefix
+        // (LiteLLM: `llm_provider-retry-after`); the longest wait wins.
+        let retry_after_ms = protocol::longest_ms(&[
+            header("retry-after-ms"),
+            header("llm_provider-retry-after-ms"),
+        ]);
+        let retry_after = protocol::longest_s(
+            &[header("retry-after"), header("llm_provider-retry-after")],
+            self.now,
+        );
+        if let Some(proxy) = peers::proxy_in(response.headers().keys().map(|k| k.as_str())) {
+            self.proxy = Some(proxy);
+            let retried = header(proxy.retries_header).and_then(|r| r.trim().parse::<u64>().ok());
+            self.signs.proxy_retries += retried.unwrap_or(0);
+        }
         // LiteLLM's own figure for this call, in USD.
         let cost = header("x-litellm-response-cost").and_then(|c| c.trim().parse().ok());
         let bytes = match read_answer(&mut response) {
@@ -533,6 +637,8 @@ impl OpenAiAdvisor {
 
     /// Ask about one file, retrying only what the error protocol allows.
     pub fn ask(&mut self, req: &AdviceRequest, now: DateTime<Utc>) -> Call {
+        self.signs = Signs::default();
+        self.now = now;
         let marked = &self.cfg.reasoning_models;
         let mut turn = Turn {
             limit: peers::completion_limit(&self.cfg.model, marked, self.cfg.max_tokens),
@@ -543,9 +649,10 @@ impl OpenAiAdvisor {
             cost: None,
             carried: None,
         };
+        let left = self.time_left();
         let mut waits = std::mem::take(&mut self.waits);
         let fake_sleep = self.cfg.fake_sleep;
-        let mut call = with_protocol(now, &mut waits, fake_sleep, || {
+        let mut call = with_protocol_within(now, &mut waits, fake_sleep, Some(left), || {
             self.reshaping_attempt(req, &mut turn)
         });
         self.waits = waits;
@@ -613,8 +720,23 @@ pub fn with_protocol(
     now: DateTime<Utc>,
     waits: &mut Vec<u64>,
     fake_sleep: bool,
+    attempt: impl FnMut() -> Attempt,
+) -> Call {
+    with_protocol_within(now, waits, fake_sleep, None, attempt)
+}
+
+/// `with_protocol` with `time_left` of the tick's time (`None`: no limit):
+/// a retry whose wait would end too late is not made, the failure stands
+/// as if the retries were spent.
+pub fn with_protocol_within(
+    now: DateTime<Utc>,
+    waits: &mut Vec<u64>,
+    fake_sleep: bool,
+    time_left: Option<Duration>,
     mut attempt: impl FnMut() -> Attempt,
 ) -> Call {
+    let started = Instant::now();
+    let mut slept = Duration::ZERO;
     let mut usage: Option<Usage> = None;
     let mut failures = 0;
     loop {
@@ -631,8 +753,29 @@ pub fn with_protocol(
                 usage = add_usage(usage, u);
                 failures += 1;
                 let class = protocol::classify(&failure);
-                match step_after(&failure, class, failures, now) {
+                let used = started.elapsed() + if fake_sleep { slept } else { Duration::ZERO };
+                let step = match step_after(&failure, class, failures, now) {
+                    Step::Retry(d) if time_left.is_some_and(|l| used + d + MIN_REQUEST > l) => {
+                        return Call {
+                            outcome: Outcome::Failed {
+                                class,
+                                reason: format!(
+                                    "{}; not retried: the tick's {} s for the model are spent",
+                                    failure_reason(&failure),
+                                    TICK_BUDGET.as_secs()
+                                ),
+                                hold_until: spent_hold(class, now),
+                            },
+                            attempts: failures,
+                            usage,
+                            cost_usd: None,
+                        };
+                    }
+                    step => step,
+                };
+                match step {
                     Step::Retry(d) if crate::llm::contain::interrupted().is_none() => {
+                        slept += d;
                         waits.push(d.as_millis() as u64);
                         if !fake_sleep {
                             // Cut short by a signal: the tick stops on it.
@@ -666,6 +809,14 @@ pub fn with_protocol(
                 }
             }
         }
+    }
+}
+
+/// The class's hold once its retries are spent.
+fn spent_hold(class: Class, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    match protocol::next_step(class, u32::MAX, None, now) {
+        Step::Stop { hold_until } => hold_until,
+        Step::Retry(_) => None,
     }
 }
 
@@ -707,9 +858,136 @@ fn failure_reason(f: &Failure) -> String {
     }
 }
 
+/// The error's code, then what the provider or the proxy said: the first
+/// sentence of its message, bounded and scrubbed, so that a quota, a budget
+/// or a refused parameter can be told from the line alone. A key the proxy
+/// refused and a parameter the model refuses say what to do.
+fn http_reason(status: u16, body: &str) -> String {
+    let mut reason = http_head(status, body);
+    let error = error_object(body);
+    let message = error
+        .as_ref()
+        .and_then(|e| e.get("message"))
+        .and_then(|m| m.as_str());
+    if let Some(words) = message.and_then(first_sentence) {
+        reason.push_str(": ");
+        reason.push_str(&words);
+    }
+    if protocol::refused_by_proxy_key_check(status, body) {
+        reason.push_str(
+            " (the proxy rejected the key: give OPENAI_API_KEY a key the proxy knows, its master key or a virtual key)",
+        );
+    }
+    if let Some(param) = error.as_ref().and_then(refused_param) {
+        reason.push_str(&format!(
+            "; the model refuses `{param}`: a reasoning model behind an alias needs `--reasoning-models ALIAS` (or the proxy's `drop_params: true`)"
+        ));
+    }
+    reason
+}
+
+/// The `error` object of an error body (older vLLM: the body itself).
+fn error_object(body: &str) -> Option<serde_json::Value> {
+    let mut value = serde_json::from_str::<serde_json::Value>(body).ok()?;
+    if value.get("error").is_some_and(|e| e.is_object()) {
+        return Some(value["error"].take());
+    }
+    let old_vllm = value.get("error").is_none()
+        && value.get("object").and_then(|o| o.as_str()) == Some("error");
+    old_vllm.then_some(value)
+}
+
+/// Longest quote of a peer's message kept in a reason, in characters.
+const MAX_QUOTE_CHARS: usize = 200;
+
+/// The first sentence of a peer's message, without LiteLLM's
+/// `litellm.RateLimitError: RateLimitError: OpenAIException - ` prefix,
+/// on one line, at most `MAX_QUOTE_CHARS`, with key-like words masked and
+/// registered secrets redacted. `None` when nothing is left.
+fn first_sentence(message: &str) -> Option<String> {
+    let mut text = message.trim();
+    if let Some(rest) = text.strip_prefix("litellm.") {
+        text = rest.split_once(": ").map_or(rest, |(_, r)| r);
+        // `RateLimitError: ` and `OpenAIException - `, each when present.
+        for sep in [": ", " - "] {
+            if let Some((word, r)) = text.split_once(sep)
+                && !word.is_empty()
+                && word.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                && (word.ends_with("Error") || word.ends_with("Exception"))
+            {
+                text = r;
+            }
+        }
+    }
+    let end = [". ", ".\n", "! ", "? "]
+        .iter()
+        .filter_map(|p| text.find(p).map(|i| i + 1))
+        .min()
+        .unwrap_or(text.len());
+    let sentence: String = text[..end]
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let masked: Vec<String> = sentence.split(' ').map(mask_key).collect();
+    let clean = crate::redact::text(masked.join(" ").trim());
+    if clean.is_empty() {
+        return None;
+    }
+    let mut quoted: String = clean.chars().take(MAX_QUOTE_CHARS).collect();
+    if quoted.len() < clean.len() {
+        quoted.push('…');
+    }
+    Some(quoted)
+}
+
+/// A word that looks like an API key (`sk-...`, even a masked one a
+/// provider echoes back) as `sk-***`, its trailing punctuation kept.
+fn mask_key(word: &str) -> String {
+    let core = word.trim_end_matches(|c: char| c.is_ascii_punctuation());
+    if core.len() > 3 && core.starts_with("sk-") {
+        format!("sk-***{}", &word[core.len()..])
+    } else {
+        word.to_string()
+    }
+}
+
+/// The parameter a refusal names as unsupported: OpenAI's `param` of an
+/// `unsupported_parameter` ("Unsupported parameter: 'max_tokens'"), or the
+/// name LiteLLM's `UnsupportedParamsError` gives ("does not support
+/// parameters: ['temperature']", "gpt-5-mini doesn't support
+/// temperature=0").
+fn refused_param(error: &serde_json::Value) -> Option<String> {
+    let field = |n: &str| error.get(n).and_then(|v| v.as_str()).unwrap_or("");
+    let message = field("message");
+    let lower = message.to_ascii_lowercase();
+    let refused = field("code") == "unsupported_parameter"
+        || lower.contains("unsupportedparamserror")
+        || lower.contains("does not support parameters")
+        || lower.starts_with("unsupported parameter");
+    if !refused {
+        return None;
+    }
+    let after = |marker: &str| {
+        let at = message.find(marker)? + marker.len();
+        let name: String = message[at..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '.')
+            .collect();
+        (!name.is_empty() && name.len() <= 64).then_some(name)
+    };
+    let param = field("param");
+    (!param.is_empty() && param != "None")
+        .then(|| param.to_string())
+        .filter(|p| p.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
+        .or_else(|| after("parameters: ['"))
+        .or_else(|| after("parameter: '"))
+        .or_else(|| after("doesn't support "))
+        .or_else(|| after("does not support "))
+}
+
 /// `HTTP <status> <code or type>`, and an integer code (vLLM, llama.cpp,
 /// LiteLLM's `"429"`) as `(code N)`: the error's words, never its message.
-fn http_reason(status: u16, body: &str) -> String {
+fn http_head(status: u16, body: &str) -> String {
     let head = format!("HTTP {status}");
     let Ok(value) = serde_json::from_str::<serde_json::Value>(body) else {
         return head;
@@ -755,12 +1033,7 @@ fn agent_reason(exit: Option<i32>, body: &str, stderr: &str) -> String {
         // Redacted before it is cut, so no piece of a secret survives the cut.
         return crate::redact::text(body).chars().take(300).collect();
     };
-    let quoted = failure_reason(&Failure::Http {
-        status: 0,
-        body: body.to_string(),
-        retry_after_ms: None,
-        retry_after: None,
-    });
+    let quoted = http_head(0, body);
     let detail = quoted.trim_start_matches("HTTP 0").trim();
     let mut reason = if detail.is_empty() {
         format!("the agent exited with {code}")
@@ -844,7 +1117,7 @@ mod tests {
     }
 
     #[test]
-    fn failure_reasons_name_the_code_not_the_message() {
+    fn failure_reasons_name_the_code_and_the_first_sentence_with_the_key_masked() {
         let body = r#"{"error":{"message":"Incorrect API key provided: sk-VKMI***wjh3.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}"#;
         let r = failure_reason(&Failure::Http {
             status: 401,
@@ -852,7 +1125,10 @@ mod tests {
             retry_after_ms: None,
             retry_after: None,
         });
-        assert_eq!(r, "HTTP 401 invalid_api_key");
+        assert_eq!(
+            r,
+            "HTTP 401 invalid_api_key: Incorrect API key provided: sk-***."
+        );
     }
 
     /// The bodies of `fixtures/peers/`.
@@ -889,28 +1165,103 @@ mod tests {
     fn integer_codes_and_peer_types_are_kept_in_the_reason() {
         assert_eq!(
             http(400, &peer("vllm-context-length.json")),
-            "HTTP 400 BadRequestError (code 400)"
+            "HTTP 400 BadRequestError (code 400): This model's maximum context length is 4096 tokens."
         );
-        assert_eq!(
-            http(400, &peer("vllm-context-length-old.json")),
-            "HTTP 400 BadRequestError (code 400)"
+        assert!(
+            http(400, &peer("vllm-context-length-old.json"))
+                .starts_with("HTTP 400 BadRequestError (code 400): ")
         );
         assert_eq!(
             http(501, &peer("llamacpp-not-supported.json")),
-            "HTTP 501 not_supported_error (code 501)"
-        );
-        assert_eq!(
-            http(429, &peer("litellm-quota.json")),
-            "HTTP 429 throttling_error (code 429)"
+            "HTTP 501 not_supported_error (code 501): This server does not support tools/response_format"
         );
         assert_eq!(
             http(429, &peer("litellm-cooldown.json")),
-            "HTTP 429 (code 429)"
+            "HTTP 429 (code 429): No deployments available for selected model."
+        );
+        assert!(
+            http(400, &peer("azure-content-filter.json"))
+                .starts_with("HTTP 400 content_filter: The response was filtered")
+        );
+    }
+
+    #[test]
+    fn the_proxys_words_are_kept_without_its_prefix() {
+        assert_eq!(
+            http(429, &peer("litellm-quota.json")),
+            "HTTP 429 throttling_error (code 429): You exceeded your current quota, please check your plan and billing details."
         );
         assert_eq!(
-            http(400, &peer("azure-content-filter.json")),
-            "HTTP 400 content_filter"
+            http(408, &peer("litellm-timeout.json")),
+            "HTTP 408 invalid_request_error (code 408): Request timed out."
         );
+        assert_eq!(
+            http(429, &peer("litellm-provider-budget.json")),
+            "HTTP 429 internal_server_error (code 429): No deployments available - crossed budget: Exceeded budget for provider openai: 0.00023 >= 0.0001"
+        );
+        assert_eq!(
+            http(500, &peer("litellm-server.json")),
+            "HTTP 500 internal_server_error (code 500): The server had an error processing your request."
+        );
+    }
+
+    #[test]
+    fn a_key_the_proxy_refused_says_so_and_never_echoes_the_key() {
+        let no_db = http(400, &peer("litellm-no-db.json"));
+        assert!(
+            no_db.starts_with(
+                "HTTP 400 no_db_connection (code 400): No connected db. (the proxy rejected the key"
+            ),
+            "{no_db}"
+        );
+        let bad = http(401, &peer("litellm-invalid-key.json"));
+        assert!(bad.contains("Invalid proxy server token passed."), "{bad}");
+        assert!(bad.contains("the proxy rejected the key"), "{bad}");
+        assert!(!bad.contains("Received API Key"), "{bad}");
+    }
+
+    #[test]
+    fn an_unsupported_parameter_names_it_and_the_flag() {
+        let litellm = http(400, &peer("litellm-unsupported-params.json"));
+        assert!(
+            litellm.contains(
+                "openai does not support parameters: ['temperature'], for model=gpt-5-mini."
+            ),
+            "{litellm}"
+        );
+        assert!(
+            litellm.contains("the model refuses `temperature`")
+                && litellm.contains("--reasoning-models"),
+            "{litellm}"
+        );
+        // As LiteLLM 1.108.7 answered an alias of gpt-5-mini sent `temperature: 0`.
+        let observed = http(400, &peer("litellm-unsupported-temperature.json"));
+        assert!(
+            observed
+                .contains(": gpt-5-mini doesn't support temperature=0 while reasoning is active.")
+                && observed.contains("the model refuses `temperature`"),
+            "{observed}"
+        );
+        let openai = http(400, &peer("openai-unsupported-max-tokens.json"));
+        assert!(
+            openai.contains("the model refuses `max_tokens`"),
+            "{openai}"
+        );
+        // Only a refused parameter gets the hint.
+        assert!(!http(400, &peer("vllm-context-length.json")).contains("--reasoning-models"));
+    }
+
+    #[test]
+    fn a_long_or_multi_line_message_is_bounded_to_one_line() {
+        let long = format!(
+            r#"{{"error":{{"message":"{}\nsecond line","type":"server_error","code":null}}}}"#,
+            "x".repeat(500)
+        );
+        let r = http(500, &long);
+        assert!(!r.contains('\n') && r.ends_with('…'), "{r}");
+        assert!(r.chars().count() < 260, "{r}");
+        let empty = r#"{"error":{"message":"   ","type":"server_error","code":null}}"#;
+        assert_eq!(http(500, empty), "HTTP 500 server_error");
     }
 
     #[test]
@@ -973,6 +1324,47 @@ mod tests {
             assert_eq!(required.len(), properties.len(), "{patches}");
             assert_eq!(required.contains(&"content"), patches);
         }
+    }
+
+    #[test]
+    fn no_retry_waits_past_the_ticks_time() {
+        let limited = |secs| {
+            let mut waits = Vec::new();
+            let call = with_protocol_within(
+                Utc::now(),
+                &mut waits,
+                true,
+                Some(Duration::from_secs(secs)),
+                || {
+                    Err((
+                        Failure::Http {
+                            status: 429,
+                            body: peer("litellm-rate-limit.json"),
+                            retry_after_ms: None,
+                            retry_after: Some("8".into()),
+                        },
+                        None,
+                    ))
+                },
+            );
+            (call, waits)
+        };
+        let (call, waits) = limited(10);
+        assert_eq!((call.attempts, waits), (2, vec![8000]));
+        match call.outcome {
+            Outcome::Failed {
+                class,
+                reason,
+                hold_until,
+            } => {
+                assert_eq!(class, Class::RateLimit);
+                assert!(reason.ends_with("not retried: the tick's 90 s for the model are spent"));
+                assert!(hold_until.is_some(), "the class's hold still applies");
+            }
+            other => panic!("{other:?}"),
+        }
+        // With time enough, the protocol's three attempts.
+        assert_eq!(limited(60).0.attempts, 3);
     }
 
     #[test]

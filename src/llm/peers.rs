@@ -119,6 +119,48 @@ pub fn is_local_endpoint(base_url: &str) -> bool {
     }
 }
 
+/// A proxy between sentinel and the provider, known by the headers its
+/// documentation says every answer carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Proxy {
+    pub name: &'static str,
+    /// Every answer of this proxy carries a header that starts so.
+    prefix: &'static str,
+    /// The header that counts the proxy's own retries of the call.
+    pub retries_header: &'static str,
+}
+
+/// LiteLLM (`x-litellm-version`, `x-litellm-call-id`, ...; its
+/// `x-litellm-attempted-retries` on answers) and Portkey
+/// (`x-portkey-trace-id`, `x-portkey-retry-attempt-count`).
+pub const PROXIES: [Proxy; 2] = [
+    Proxy {
+        name: "LiteLLM",
+        prefix: "x-litellm-",
+        retries_header: "x-litellm-attempted-retries",
+    },
+    Proxy {
+        name: "Portkey",
+        prefix: "x-portkey-",
+        retries_header: "x-portkey-retry-attempt-count",
+    },
+];
+
+/// The proxy whose headers an answer carries, from the answer's header
+/// names. A proxy forwards to a paid provider even on a loopback address,
+/// so its calls are never counted as free.
+pub fn proxy_in<'a>(mut names: impl Iterator<Item = &'a str>) -> Option<Proxy> {
+    names.find_map(|n| {
+        let n = n.to_ascii_lowercase();
+        PROXIES.iter().copied().find(|p| n.starts_with(p.prefix))
+    })
+}
+
+/// The proxy of that name (as remembered in the state).
+pub fn proxy_named(name: &str) -> Option<Proxy> {
+    PROXIES.iter().copied().find(|p| p.name == name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,5 +265,24 @@ mod tests {
         ] {
             assert!(!is_local_endpoint(url), "{url}");
         }
+    }
+
+    #[test]
+    fn a_proxy_is_known_by_its_own_headers() {
+        let litellm = ["content-type", "x-litellm-call-id", "x-litellm-version"];
+        assert_eq!(
+            proxy_in(litellm.into_iter()).map(|p| p.name),
+            Some("LiteLLM")
+        );
+        let portkey = ["X-Portkey-Trace-Id"];
+        assert_eq!(
+            proxy_in(portkey.into_iter()).map(|p| p.name),
+            Some("Portkey")
+        );
+        // An upstream header a proxy passes on is not the proxy's own.
+        let plain = ["content-type", "openai-version", "llm_provider-retry-after"];
+        assert_eq!(proxy_in(plain.into_iter()), None);
+        assert_eq!(proxy_named("LiteLLM"), Some(PROXIES[0]));
+        assert_eq!(proxy_named("nginx"), None);
     }
 }

@@ -87,6 +87,9 @@ pub enum CostSource {
     PerCall,
     /// An answer without usage: what was reserved for it.
     Reservation,
+    /// An attempt that timed out: what was reserved for it (the provider
+    /// may have answered, and billed, after sentinel hung up).
+    TimedOut,
 }
 
 impl CostSource {
@@ -96,6 +99,7 @@ impl CostSource {
             CostSource::PriceTable => "price_table",
             CostSource::PerCall => "per_call",
             CostSource::Reservation => "reservation",
+            CostSource::TimedOut => "timed_out",
         }
     }
 }

@@ -81,10 +81,26 @@ pub struct Rule {
     pub hold: Hold,
 }
 
-/// The protocol table of DESIGN.md section 5, row for row.
+/// The first hold after timeouts; each further timeout hold doubles it.
+pub const TIMEOUT_HOLD: Duration = Duration::minutes(5);
+
+/// The longest a timeout hold grows to.
+const TIMEOUT_HOLD_MAX: Duration = Duration::minutes(60);
+
+/// The hold after the `streak`-th timeout circuit in a row (0-based, no
+/// answer in between): 5, 10, 20, 40 minutes, then 60.
+pub fn timeout_hold(streak: u32) -> Duration {
+    let factor = 1i32 << streak.min(4);
+    (TIMEOUT_HOLD * factor).min(TIMEOUT_HOLD_MAX)
+}
+
+/// The protocol table of DESIGN.md section 5, row for row; a timeout
+/// retries once and holds the provider (see `docs/advisor.md`).
 pub fn rule(class: Class) -> Rule {
     let (retries, backoff, hold): (u32, &'static [u64], Hold) = match class {
-        Class::Timeout => (2, &[1000, 2000], Hold::None),
+        // A second timeout in a row is trouble at the provider, not at the
+        // file: the hold grows while timeouts go on (see `timeout_hold`).
+        Class::Timeout => (1, &[1000], Hold::For(TIMEOUT_HOLD)),
         Class::Network => (2, &[2000, 4000], Hold::For(Duration::minutes(5))),
         Class::Server => (2, &[2000, 4000], Hold::For(Duration::minutes(10))),
         Class::RateLimit => (2, &[5000, 15000], Hold::For(Duration::minutes(2))),
@@ -108,7 +124,7 @@ pub fn rule(class: Class) -> Rule {
 pub fn advice(class: Class) -> &'static str {
     match class {
         Class::Timeout => {
-            "the provider did not answer in time: retried with backoff; the file waits for the next tick"
+            "the provider did not answer in time, twice in a row: held for a while that grows while it keeps timing out; raise `--llm-timeout` if answers are slow but come, or check the provider (and a proxy's own retries) if they never come"
         }
         Class::Network => {
             "could not reach the provider (connect, DNS, reset or truncated body): check OPENAI_BASE_URL and the network; calls resume when the circuit closes"
@@ -129,7 +145,7 @@ pub fn advice(class: Class) -> &'static str {
             "the provider can never accept this file as it is (too long for the model's context, filtered, or too large): only this file failed and the others are still asked; shrink it, lower `--max-file-bytes`, or use a model with a larger context"
         }
         Class::Auth => {
-            "the API key was refused (401/403): fix OPENAI_API_KEY or its permissions, then clear the circuit with `sentinel reset --circuit`"
+            "the API key was refused (401/403, or a proxy's key check): fix OPENAI_API_KEY or its permissions, then clear the circuit with `sentinel reset --circuit`"
         }
         Class::Request => {
             "the provider rejected the request itself (unknown model, prompt too long, malformed): retrying cannot help; fix the model or shrink the prompt, then clear the circuit with `sentinel reset --circuit`"
@@ -278,6 +294,15 @@ fn http_class(status: u16, err: &ErrorBody) -> Class {
     if said(&["budget_exceeded"]) || mentions(&BUDGET_PHRASES) {
         return Class::Budget;
     }
+    // LiteLLM's own timeout: 408, type `invalid_request_error`, code "408",
+    // `litellm.Timeout: APITimeoutError` in the message. Not a bad request:
+    // the provider behind the proxy did not answer in time.
+    if status == 408 || (status >= 400 && message.starts_with("litellm.timeout")) {
+        return Class::Timeout;
+    }
+    if is_proxy_key_refusal(status, err) {
+        return Class::Auth;
+    }
     if status == 429
         && (kind == Some("insufficient_quota") || said(&QUOTA_CODES) || mentions(&QUOTA_PHRASES))
     {
@@ -305,6 +330,35 @@ fn http_class(status: u16, err: &ErrorBody) -> Class {
         500..=599 => Class::Server,
         _ => Class::Unknown,
     }
+}
+
+/// LiteLLM's words for a key it refused itself: `no_db_connection` (a key
+/// that is not the master key, on a proxy without a database) and its
+/// `auth_error` ("Authentication Error, Invalid proxy server token passed").
+const PROXY_KEY_WORDS: [&str; 2] = ["no_db_connection", "auth_error"];
+
+/// The same, said in words only.
+const PROXY_KEY_PHRASES: [&str; 3] = [
+    "invalid proxy server token",
+    "no connected db",
+    "authentication error, ",
+];
+
+/// Whether a proxy refused the key sentinel sent it (not the upstream's key):
+/// fixing the model or the prompt cannot help, only the key can.
+fn is_proxy_key_refusal(status: u16, err: &ErrorBody) -> bool {
+    let said = |w: &Option<String>| w.as_deref().is_some_and(|w| PROXY_KEY_WORDS.contains(&w));
+    let message = err.message.as_deref().unwrap_or("").to_ascii_lowercase();
+    (400..500).contains(&status)
+        && (said(&err.kind)
+            || said(&err.code)
+            || PROXY_KEY_PHRASES.iter().any(|p| message.starts_with(p)))
+}
+
+/// Whether this refusal is a proxy's own refusal of the key (see
+/// `is_proxy_key_refusal`), for the reason a person reads.
+pub fn refused_by_proxy_key_check(status: u16, body: &str) -> bool {
+    is_proxy_key_refusal(status, &error_body(body))
 }
 
 /// Exit codes of `sysexits.h` that say how to retry an agent.
@@ -370,29 +424,62 @@ fn sane(d: StdDuration) -> Option<StdDuration> {
     (!d.is_zero() && d <= MAX_SANE_WAIT).then_some(d)
 }
 
-/// A sane wait the server asked for: `retry-after-ms` (float ms) first, then `Retry-After`
-/// (integer seconds or an HTTP date, relative to `now`); only values > 0 count.
+/// A sane wait the server asked for: the longer of `retry-after-ms` (float
+/// ms) and `Retry-After` (integer seconds or an HTTP date, relative to
+/// `now`); only values > 0 count. Asked twice, the longer wait is the one
+/// that is known to fail less.
 pub fn server_wait(
     retry_after_ms: Option<&str>,
     retry_after: Option<&str>,
     now: DateTime<Utc>,
 ) -> Option<StdDuration> {
-    let from_ms = retry_after_ms.and_then(|s| {
-        let ms: f64 = s.trim().parse().ok()?;
-        // Finite and positive before converting: `as u64` would saturate NaN/negatives silently.
-        if !ms.is_finite() || ms <= 0.0 || ms > MAX_SANE_WAIT.as_millis() as f64 {
-            return None;
-        }
-        sane(StdDuration::from_nanos((ms * 1_000_000.0).round() as u64))
-    });
-    from_ms.or_else(|| {
-        let s = retry_after?.trim();
-        if let Ok(secs) = s.parse::<u64>() {
-            return sane(StdDuration::from_secs(secs));
-        }
-        let at = DateTime::parse_from_rfc2822(s).ok()?.with_timezone(&Utc);
-        sane((at - now).to_std().ok()?)
-    })
+    let from_ms = retry_after_ms.and_then(wait_ms);
+    let from_s = retry_after.and_then(|s| wait_s(s, now));
+    from_ms.max(from_s)
+}
+
+/// A `retry-after-ms` value as a sane wait.
+fn wait_ms(s: &str) -> Option<StdDuration> {
+    let ms: f64 = s.trim().parse().ok()?;
+    // Finite and positive before converting: `as u64` would saturate NaN/negatives silently.
+    if !ms.is_finite() || ms <= 0.0 || ms > MAX_SANE_WAIT.as_millis() as f64 {
+        return None;
+    }
+    sane(StdDuration::from_nanos((ms * 1_000_000.0).round() as u64))
+}
+
+/// A `Retry-After` value (seconds or an HTTP date) as a sane wait.
+fn wait_s(s: &str, now: DateTime<Utc>) -> Option<StdDuration> {
+    let s = s.trim();
+    if let Ok(secs) = s.parse::<u64>() {
+        return sane(StdDuration::from_secs(secs));
+    }
+    let at = DateTime::parse_from_rfc2822(s).ok()?.with_timezone(&Utc);
+    sane((at - now).to_std().ok()?)
+}
+
+/// Of several `retry-after-ms` values (a peer's own and the ones a proxy
+/// passes on, such as LiteLLM's `llm_provider-retry-after-ms`), the one
+/// that asks for the longest sane wait.
+pub fn longest_ms(values: &[Option<String>]) -> Option<String> {
+    longest(values, wait_ms)
+}
+
+/// The same for `Retry-After` values, relative to `now`.
+pub fn longest_s(values: &[Option<String>], now: DateTime<Utc>) -> Option<String> {
+    longest(values, |s| wait_s(s, now))
+}
+
+fn longest(
+    values: &[Option<String>],
+    wait: impl Fn(&str) -> Option<StdDuration>,
+) -> Option<String> {
+    values
+        .iter()
+        .flatten()
+        .filter_map(|v| wait(v).map(|w| (w, v)))
+        .max_by_key(|(w, _)| *w)
+        .map(|(_, v)| v.clone())
 }
 
 /// What to do after a failed attempt.
@@ -456,6 +543,14 @@ pub struct Circuit {
     /// When it opened: a clock that went back before it must not stretch it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub opened: Option<DateTime<Utc>>,
+    /// Timeout circuits before this one with no answer in between: the
+    /// next timeout hold is longer (see `timeout_hold`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub streak: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl Circuit {
@@ -467,6 +562,7 @@ impl Circuit {
             until,
             advice: advice(class).to_owned(),
             opened: None,
+            streak: 0,
         }
     }
 }
@@ -579,7 +675,7 @@ mod tests {
     fn the_table_matches_the_design_row_for_row() {
         let m = Duration::minutes;
         let expected = [
-            (Class::Timeout, 2, &[1000, 2000][..], Hold::None),
+            (Class::Timeout, 1, &[1000][..], Hold::For(m(5))),
             (Class::Network, 2, &[2000, 4000][..], Hold::For(m(5))),
             (Class::Server, 2, &[2000, 4000][..], Hold::For(m(10))),
             (Class::RateLimit, 2, &[5000, 15000][..], Hold::For(m(2))),
@@ -782,6 +878,10 @@ mod tests {
             Class::Request
         );
         assert_eq!(
+            classify(&http(400, &peer("litellm-unsupported-temperature.json"))),
+            Class::Request
+        );
+        assert_eq!(
             classify(&http(400, &peer("openai-unsupported-max-tokens.json"))),
             Class::Request
         );
@@ -912,7 +1012,7 @@ mod tests {
         let cases = [
             (Class::Server, 3, vec![ms(2000), ms(4000)]),
             (Class::Network, 3, vec![ms(2000), ms(4000)]),
-            (Class::Timeout, 3, vec![ms(1000), ms(2000)]),
+            (Class::Timeout, 2, vec![ms(1000)]),
             (Class::RateLimit, 3, vec![ms(5000), ms(15000)]),
             (Class::BadResponse, 2, vec![ms(1000)]),
         ];
@@ -926,7 +1026,7 @@ mod tests {
     fn spent_retries_open_the_circuit_for_the_class_hold() {
         let n = now();
         let cases = [
-            (Class::Timeout, None),
+            (Class::Timeout, Some(n + Duration::minutes(5))),
             (Class::Network, Some(n + Duration::minutes(5))),
             (Class::Server, Some(n + Duration::minutes(10))),
             (Class::RateLimit, Some(n + Duration::minutes(2))),
@@ -984,7 +1084,7 @@ mod tests {
         );
         // A class with no hold of its own is held for the server's wait too.
         assert_eq!(
-            next_step(Class::Timeout, 1, Some(secs(120)), now()),
+            next_step(Class::BadResponse, 1, Some(secs(120)), now()),
             Step::Stop {
                 hold_until: Some(now() + Duration::seconds(120))
             }
@@ -1023,11 +1123,69 @@ mod tests {
     }
 
     #[test]
-    fn retry_after_ms_wins_over_retry_after() {
+    fn the_longer_of_retry_after_ms_and_retry_after_wins() {
+        assert_eq!(server_wait(Some("1500.5"), Some("7"), now()), Some(secs(7)));
         assert_eq!(
-            server_wait(Some("1500.5"), Some("7"), now()),
-            Some(StdDuration::from_micros(1_500_500))
+            server_wait(Some("9000.5"), Some("7"), now()),
+            Some(StdDuration::from_micros(9_000_500))
         );
+    }
+
+    #[test]
+    fn the_wait_a_proxy_passes_on_is_read_and_the_longest_wins() {
+        // LiteLLM sends an upstream `retry-after: 3600` as `llm_provider-retry-after`.
+        let seconds = [Some("7".to_string()), Some("3600".to_string()), None];
+        assert_eq!(longest_s(&seconds, now()).as_deref(), Some("3600"));
+        let dated = [
+            Some("Tue, 16 Jun 2026 13:00:00 GMT".to_string()),
+            Some("60".to_string()),
+        ];
+        assert_eq!(
+            longest_s(&dated, now()).as_deref(),
+            Some("Tue, 16 Jun 2026 13:00:00 GMT")
+        );
+        let millis = [Some("garbage".to_string()), Some("1500".to_string())];
+        assert_eq!(longest_ms(&millis).as_deref(), Some("1500"));
+        assert_eq!(longest_ms(&[Some("0".to_string()), None]), None);
+        assert_eq!(
+            next_step(
+                Class::RateLimit,
+                1,
+                server_wait(None, Some("3600"), now()),
+                now()
+            ),
+            Step::Stop {
+                hold_until: Some(now() + Duration::hours(1))
+            }
+        );
+    }
+
+    #[test]
+    fn litellms_own_timeout_is_a_timeout_not_an_unknown_error() {
+        assert_eq!(
+            classify(&http(408, &peer("litellm-timeout.json"))),
+            Class::Timeout
+        );
+    }
+
+    #[test]
+    fn a_key_the_proxy_refused_is_auth_not_a_request_problem() {
+        for (status, body) in [
+            (400, "litellm-no-db.json"),
+            (401, "litellm-invalid-key.json"),
+        ] {
+            assert_eq!(classify(&http(status, &peer(body))), Class::Auth, "{body}");
+            assert!(refused_by_proxy_key_check(status, &peer(body)), "{body}");
+        }
+        // The upstream's refusal of the proxy's key is auth too, but not the proxy's check.
+        assert!(!refused_by_proxy_key_check(401, &peer("litellm-auth.json")));
+    }
+
+    #[test]
+    fn timeout_holds_grow_while_timeouts_go_on() {
+        let m = Duration::minutes;
+        let holds: Vec<Duration> = (0..7).map(timeout_hold).collect();
+        assert_eq!(holds, [m(5), m(10), m(20), m(40), m(60), m(60), m(60)]);
     }
 
     #[test]

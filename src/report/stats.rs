@@ -82,6 +82,14 @@ pub struct LlmStats {
     /// Today's settled calls by where their cost came from: `reported` by
     /// the server or agent, `price_table`, `per_call`, `reservation`.
     pub cost_sources_today: BTreeMap<String, u64>,
+    /// Today's attempts that timed out, counted as estimated calls at the
+    /// reservation (the provider may have billed them), and what they count.
+    pub timed_out_today: u64,
+    pub timed_out_cost_today: f64,
+    /// The proxy the answers came through (`LiteLLM`), when they said so:
+    /// its calls are counted at the price table or the per-call estimate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proxy: Option<String>,
     pub daily_budget: f64,
     pub budget_left: f64,
     pub circuit: Option<CircuitStats>,
@@ -289,6 +297,7 @@ fn llm_stats(state: &State, now: DateTime<Utc>, daily_budget: f64) -> LlmStats {
             .iter()
             .filter_map(|(p, r)| r.retry.as_ref().map(|w| (p, w)))
     };
+    let today = b.day.and_then(|day| state.llm.days.get(&day));
     LlmStats {
         calls_today: b.calls_today,
         cost_today_measured: b.measured_today,
@@ -298,6 +307,9 @@ fn llm_stats(state: &State, now: DateTime<Utc>, daily_budget: f64) -> LlmStats {
             .and_then(|day| state.llm.days.get(&day))
             .map(|d| d.sources.clone())
             .unwrap_or_default(),
+        timed_out_today: today.map_or(0, |d| d.timed_out),
+        timed_out_cost_today: today.map_or(0.0, |d| d.timed_out_usd),
+        proxy: state.llm.proxy.clone(),
         daily_budget,
         budget_left: (daily_budget - spent).max(0.0),
         circuit: state.llm.circuit.as_ref().map(|c| CircuitStats {
@@ -480,10 +492,28 @@ fn advisor_rows(l: &LlmStats) -> Vec<(String, String)> {
             sources(&l.cost_sources_today),
         ),
         (
+            "cost_today (timed out)".into(),
+            match l.timed_out_today {
+                0 => "-".into(),
+                n => format!(
+                    "{n} attempt(s), counted at the reservation: {}",
+                    usd(l.timed_out_cost_today)
+                ),
+            },
+        ),
+        (
             "budget_left".into(),
             format!("{} of {}", usd(l.budget_left), usd(l.daily_budget)),
         ),
     ];
+    if let Some(proxy) = &l.proxy {
+        rows.push((
+            "proxy".into(),
+            format!(
+                "{proxy} (seen in its answers): a call it sends no cost for counts at the price table or the per-call estimate, never as free"
+            ),
+        ));
+    }
     match &l.circuit {
         Some(c) if c.open => rows.push((
             "circuit".into(),

@@ -346,6 +346,10 @@ pub struct LlmState {
     /// How much of the decision journal this state holds (see `decisions`).
     #[serde(default, skip_serializing_if = "crate::state::decisions::unmarked")]
     pub decisions: JournalMark,
+    /// The proxy the advisor's answers came through (`LiteLLM`), once they
+    /// said so: its calls are never counted as free, even on a loopback URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy: Option<String>,
 }
 
 /// The small part of the state that a no-op tick needs. It is written as the

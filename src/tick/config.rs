@@ -75,6 +75,9 @@ pub struct AdvisorSettings {
     /// The model's price; `None` uses `per_call` and flags the cost as estimated.
     pub price: Option<Price>,
     pub per_call: f64,
+    /// The per-call figure behind a proxy, which forwards to a paid provider
+    /// even on a loopback URL (where `per_call` may be 0).
+    pub proxied_per_call: f64,
     pub max_tokens: u64,
 }
 

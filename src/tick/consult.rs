@@ -61,6 +61,9 @@ impl Work<'_> {
             serde_json::json!({"outcome": d.outcome, "reason": d.reason, "findings": findings})
         });
         let left = settings.daily_budget - budget::spent_today(&state.llm.budget);
+        if let Some(proxy) = &state.llm.proxy {
+            advisor.assume_proxy(proxy);
+        }
         let call = advisor.ask(
             &AdviceRequest {
                 path: &s.path,
@@ -92,8 +95,17 @@ impl Work<'_> {
         }
         let moved = advisor.moved_refs();
         self.agent_moved(state, &s.path, &moved);
+        let signs = advisor.signs();
+        if let Some(proxy) = signs.proxy {
+            state.llm.proxy = Some(proxy.to_string());
+        }
+        self.note_proxy_retries(s, &signs);
+        // Known to be a proxy now: counted as a paid call, not a local one.
+        let settings = self.settings(state);
+        let reserve = reserve.max(self.reservation(s, &settings));
         let before = state.llm.budget.clone();
         settle(state, &settings, &call, reserve, &model, self.cfg.now);
+        settle_timed_out(state, signs.timed_out, reserve, self.cfg.now);
         self.record_call(state, (s, &model), (call_seq, &call), &before);
         let attempts = call.attempts;
         Ok(match call.outcome {
@@ -119,15 +131,45 @@ impl Work<'_> {
             .advisor
             .clone()
             .expect("consulted only with an advisor");
-        if settings.price.is_none()
-            && let Some(real) = self
+        if settings.price.is_none() {
+            if let Some(real) = self
                 .advisor
                 .as_ref()
                 .and_then(|a| state.llm.calibrated.get(a.model()))
-        {
-            settings.per_call = *real;
+            {
+                settings.per_call = *real;
+            } else if state.llm.proxy.is_some() {
+                // A proxy forwards to a paid provider, even on this machine.
+                settings.per_call = settings.per_call.max(settings.proxied_per_call);
+            }
         }
         settings
+    }
+
+    /// What a call about this file reserves in the budget.
+    fn reservation(&self, s: &Subject, settings: &AdvisorSettings) -> f64 {
+        budget::reserve(
+            settings.price.as_ref(),
+            s.facts.chars,
+            PROMPT_OVERHEAD_TOKENS,
+            settings.max_tokens,
+            settings.per_call,
+        )
+    }
+
+    /// A proxy that retried on its own made more upstream calls than
+    /// sentinel's attempts: say how many, once per call.
+    fn note_proxy_retries(&mut self, s: &Subject, signs: &crate::llm::client::Signs) {
+        if signs.proxy_retries == 0 {
+            return;
+        }
+        let proxy = signs.proxy.unwrap_or("the proxy");
+        self.notes.push(format!(
+            "`{}`: {proxy} retried on its own {} time(s): this call cost {} upstream calls or more; turn the proxy's retries off (docs/proxy.md)",
+            s.path,
+            signs.proxy_retries,
+            1 + signs.proxy_retries
+        ));
     }
 
     /// The checks before a call: size, circuit, budget. `Ok` is the amount
@@ -166,13 +208,7 @@ impl Work<'_> {
                 None,
             ));
         }
-        let reserve = budget::reserve(
-            settings.price.as_ref(),
-            s.facts.chars,
-            PROMPT_OVERHEAD_TOKENS,
-            settings.max_tokens,
-            settings.per_call,
-        );
+        let reserve = self.reservation(s, settings);
         if let Err(why) = budget::admit(&mut state.llm.budget, settings.daily_budget, reserve, now)
         {
             return Err((
@@ -378,10 +414,12 @@ fn settle(
     now: chrono::DateTime<chrono::Utc>,
 ) {
     let answered = matches!(call.outcome, CallOutcome::Answered(_));
-    // A proxy reports 0 for a call it could not price: the table knows better.
+    // A proxy reports 0 for a call it could not price: the table, or the
+    // per-call estimate, knows better. A server on this machine may say 0.
+    let proxied = state.llm.proxy.is_some();
     let reported = call
         .cost_usd
-        .filter(|c| *c > 0.0 || settings.price.is_none() || call.usage.is_none());
+        .filter(|c| *c > 0.0 || (!proxied && (settings.price.is_none() || call.usage.is_none())));
     let source = if let Some(cost) = reported {
         // Measured by whoever answered: better than any price table.
         budget::settle(&mut state.llm.budget, cost, false, now);
@@ -416,6 +454,32 @@ fn settle(
     }
 }
 
+/// Attempts that timed out: the provider may have answered, and billed,
+/// each after sentinel hung up. Each counts as an estimated call at what
+/// was reserved for it; `sentinel costs` can correct the figure later.
+fn settle_timed_out(
+    state: &mut State,
+    timed_out: u32,
+    reserve: f64,
+    now: chrono::DateTime<chrono::Utc>,
+) {
+    for _ in 0..timed_out {
+        budget::settle(&mut state.llm.budget, reserve, true, now);
+        crate::gate::costs::record_source(
+            &mut state.llm.days,
+            &state.llm.budget,
+            CostSource::TimedOut,
+        );
+    }
+    let usd = reserve.max(0.0) * f64::from(timed_out);
+    crate::gate::costs::record_timed_out(
+        &mut state.llm.days,
+        &state.llm.budget,
+        u64::from(timed_out),
+        usd,
+    );
+}
+
 /// A call that produced no decision: counted per class, and the circuit
 /// opened when the class calls for it.
 pub(super) fn failed(
@@ -431,9 +495,23 @@ pub(super) fn failed(
         .failures
         .entry(class.as_str().to_string())
         .or_default() += 1;
+    // Timeouts that go on, tick after tick, hold the provider longer each time.
+    let streak = state
+        .llm
+        .circuit
+        .as_ref()
+        .filter(|c| class == Class::Timeout && c.class == Class::Timeout)
+        .map_or(0, |c| c.streak.saturating_add(1));
+    let hold_until = match hold_until {
+        Some(until) if class == Class::Timeout => {
+            Some(until.max(now + protocol::timeout_hold(streak)))
+        }
+        other => other,
+    };
     if let Some(until) = hold_until {
         let mut circuit = Circuit::new(class, reason.clone(), until);
         circuit.opened = Some(now);
+        circuit.streak = streak;
         state.llm.circuit = Some(circuit);
     }
     let outcome = if class == Class::BadResponse {

@@ -369,6 +369,7 @@ impl Work<'_> {
         let permanent = self.permanent.take();
         if permanent && let Some(r) = record.retry.as_mut() {
             r.failures = r.failures.max(retry::MAX_FAILURES);
+            r.at_once = true;
         }
         match &record.retry {
             Some(r) if r.given_up() && permanent => (
@@ -427,6 +428,11 @@ impl Work<'_> {
         let limit = self.cfg.batch as u64;
         if limit > 0 && self.consulted >= limit {
             return Some(format!("the batch limit (--batch {limit}) is reached"));
+        }
+        // A tick fits its schedule: once the model's share of it is spent,
+        // the rest waits for the next tick.
+        if let Some(why) = self.advisor.as_ref().and_then(|a| a.out_of_time()) {
+            return Some(why);
         }
         if have_bytes { None } else { self.cannot_read() }
     }
@@ -507,10 +513,17 @@ fn given_up(state: &State, s: &Subject) -> Option<FileReport> {
         .retry
         .as_ref()
         .filter(|r| r.given_up() && r.fingerprint == s.fingerprint)?;
-    let reason = format!(
-        "gave up after {} failures at this fingerprint; `sentinel reset {}` asks again",
-        r.failures, s.path
-    );
+    let reason = if r.at_once {
+        format!(
+            "gave up at once, as asking again about this content cannot help; `sentinel reset {}` asks again",
+            s.path
+        )
+    } else {
+        format!(
+            "gave up after {} failures at this fingerprint; `sentinel reset {}` asks again",
+            r.failures, s.path
+        )
+    };
     Some(
         FileReport::new(&s.path, Outcome::GivenUp, reason, s.novelty)
             .with_fingerprint(Some(s.fingerprint.clone())),

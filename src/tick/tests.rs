@@ -723,6 +723,7 @@ mod advisor {
             daily_budget: 2.0,
             price: crate::llm::prices::builtin("gpt-4o-mini"),
             per_call: 0.05,
+            proxied_per_call: 0.05,
             max_tokens: 1024,
         });
         c

@@ -77,13 +77,50 @@ pub(super) fn notes(state: &State, files: &[FileReport], now: DateTime<Utc>) -> 
             when(t, now)
         ));
     }
-    match count(Outcome::GivenUp) {
-        0 => {}
-        n => out.push(format!(
-            "{n} given_up after {MAX_FAILURES} failures at one fingerprint; `sentinel reset --given-up` (or `sentinel reset PATH`) asks again"
-        )),
+    if let Some(note) = given_up_note(state, files) {
+        out.push(note);
     }
     out
+}
+
+/// The given-up files of this tick, by why each gave up: at once (asking
+/// again about the same content cannot help) or after `MAX_FAILURES`
+/// failures at one fingerprint.
+fn given_up_note(state: &State, files: &[FileReport]) -> Option<String> {
+    let given_up: Vec<&FileReport> = files
+        .iter()
+        .filter(|f| f.outcome == Outcome::GivenUp)
+        .collect();
+    if given_up.is_empty() {
+        return None;
+    }
+    let at_once = given_up
+        .iter()
+        .filter(|f| {
+            state
+                .files
+                .get(&f.path)
+                .and_then(|r| r.retry.as_ref())
+                .is_some_and(|r| r.at_once)
+        })
+        .count();
+    let mut why = Vec::new();
+    if at_once > 0 {
+        why.push(format!(
+            "{at_once} at once, as the provider can never accept the file as it is"
+        ));
+    }
+    let after = given_up.len() - at_once;
+    if after > 0 {
+        why.push(format!(
+            "{after} after {MAX_FAILURES} failures at one fingerprint"
+        ));
+    }
+    Some(format!(
+        "{} given_up ({}); `sentinel reset --given-up` (or `sentinel reset PATH`) asks again",
+        given_up.len(),
+        why.join(", ")
+    ))
 }
 
 /// What a person does about a circuit of this class, naming the command.

@@ -228,12 +228,12 @@ fn a_hanging_agent_is_killed_with_everything_it_started() {
         f["reason"]
             .as_str()
             .unwrap()
-            .starts_with("timeout after 3 attempts"),
+            .starts_with("timeout after 2 attempts"),
         "{f}"
     );
     // Every background child of every attempt is gone.
     let started = fs::read_to_string(&pids).unwrap();
-    assert_eq!(started.lines().count(), 3);
+    assert_eq!(started.lines().count(), 2);
     for pid in started.lines() {
         assert!(
             !std::path::Path::new(&format!("/proc/{pid}")).exists()

@@ -274,7 +274,7 @@ fn a_rejected_key_names_the_reset_command() {
         (r["counts"]["failed"].clone(), r["counts"]["held"].clone()),
         (1.into(), 4.into())
     );
-    let expected = "4 held until 11:00 UTC (auth: HTTP 401 invalid_api_key); \
+    let expected = "4 held until 11:00 UTC (auth: HTTP 401 invalid_api_key: Incorrect API key provided: sk-***.); \
                     run `sentinel reset --circuit` after fixing the key";
     let notes: Vec<&str> = r["notes"]
         .as_array()
