@@ -37,6 +37,16 @@ pub const MAX_MESSAGE_BODY_CHARS: usize = 4_000;
 /// not UTF-8): the proposal is not tried again until the file changes.
 pub const REFUSED: &str = "refused: ";
 
+/// Why a proposed content is not committed: it carries the value of a
+/// secret sentinel holds (never named, never altered; see
+/// docs/threat-model.md).
+pub fn secret_refusal(path: &str) -> String {
+    format!(
+        "{REFUSED}the content proposed for `{}` carries the value of a secret sentinel holds; it is not committed, and a secret is never edited out of code",
+        crate::report::escape::terminal(path)
+    )
+}
+
 /// The commit message of a patch: one subject line naming the file (its
 /// control characters escaped, so a name cannot add lines), then the
 /// reason, capped.

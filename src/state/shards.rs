@@ -253,23 +253,24 @@ fn incremental(files: &Files) -> Vec<Option<Planned>> {
     out
 }
 
-/// A shard's bytes: one record, then one index entry, per line, every value
-/// redacted (reasons and error details come from peers).
+/// A shard's bytes: one record, then one index entry, per line. A record's
+/// words are redacted (reasons and error details come from peers); paths,
+/// the keys and the index, are data and written as they are.
 fn encode_shard(bucket: usize, of: usize, p: &Planned) -> Result<Vec<u8>> {
     let mut out = Vec::with_capacity(64 + p.files.len() * 320);
     out.extend_from_slice(format!("{{\"bucket\":{bucket},\"of\":{of},\"files\":{{").as_bytes());
     for (i, (path, r)) in p.files.iter().enumerate() {
         out.extend_from_slice(if i == 0 { b"\n" } else { b",\n" });
-        crate::redact::to_writer(&mut out, path)?;
+        serde_json::to_writer(&mut out, path)?;
         out.push(b':');
         crate::redact::to_writer(&mut out, r)?;
     }
     out.extend_from_slice(b"\n},\"importers\":{");
     for (i, (dep, list)) in p.importers.iter().enumerate() {
         out.extend_from_slice(if i == 0 { b"\n" } else { b",\n" });
-        crate::redact::to_writer(&mut out, dep)?;
+        serde_json::to_writer(&mut out, dep)?;
         out.push(b':');
-        crate::redact::to_writer(&mut out, list)?;
+        serde_json::to_writer(&mut out, list)?;
     }
     out.extend_from_slice(b"\n}}\n");
     Ok(out)

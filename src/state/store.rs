@@ -274,10 +274,11 @@ pub fn write_start(state: &Path, now: chrono::DateTime<chrono::Utc>) -> Result<(
 }
 
 /// The state-wide parts after the header: backlog, advisor, observations,
-/// every value redacted (reasons and error details come from peers).
+/// their words redacted (reasons and error details come from peers); the
+/// backlog is paths, data, written as it is.
 fn encode_common(state: &State, body: &mut Vec<u8>) -> Result<()> {
     body.extend_from_slice(b"\"backlog\":");
-    crate::redact::to_writer(&mut *body, &state.backlog)?;
+    serde_json::to_writer(&mut *body, &state.backlog)?;
     body.extend_from_slice(b",\n\"llm\":");
     crate::redact::to_writer(&mut *body, &state.llm)?;
     body.extend_from_slice(b",\n\"observations\":");
@@ -304,7 +305,7 @@ pub fn encode(state: &State) -> Result<Vec<u8>> {
     body.extend_from_slice(b",\n\"files\":{");
     for (i, (path, record)) in state.files.iter().enumerate() {
         body.extend_from_slice(if i == 0 { b"\n" } else { b",\n" });
-        crate::redact::to_writer(&mut body, path)?;
+        serde_json::to_writer(&mut body, path)?;
         body.push(b':');
         crate::redact::to_writer(&mut body, record)?;
     }
@@ -326,7 +327,7 @@ pub fn encode_manifest(
     body.extend_from_slice(b",\n\"shards\":[");
     for (i, s) in shards.iter().enumerate() {
         body.extend_from_slice(if i == 0 { b"\n" } else { b",\n" });
-        crate::redact::to_writer(&mut body, s)?;
+        serde_json::to_writer(&mut body, s)?;
     }
     body.extend_from_slice(b"\n]}\n");
     let mut header = state.header();
