@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::expect_code;
 use crate::util::openai::{FakeOpenAi, KEY, Reply, completion};
@@ -110,4 +110,236 @@ fn explain_finds_a_path_spelled_like_a_placeholder_key() {
     assert_eq!(e["path"], file.as_str(), "{e}");
     assert_eq!(e["last_decision"]["outcome"], "llm_skip", "{e}");
     assert!(e["remembered_fingerprint"].is_string(), "{e}");
+}
+
+// ---------------------------------------------------------------------------
+// Local files that cannot hang, lock out or flood a tick
+// ---------------------------------------------------------------------------
+
+/// How long a tick may take before the watchdog calls it hung: far more
+/// than any tick of these tests needs, far less than forever.
+const WATCHDOG: Duration = Duration::from_secs(30);
+
+/// Wait for `child` on another thread; a child still running after
+/// `WATCHDOG` is killed and the test fails naming `what`.
+fn within_watchdog(child: Child, what: &str) -> Output {
+    let pid = child.id() as libc::pid_t;
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(WATCHDOG) {
+        Ok(out) => Output::from(out.expect("wait for sentinel")),
+        Err(_) => {
+            // SAFETY: kill has no memory preconditions; the pid is our child's.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            panic!("{what}: sentinel still runs after {WATCHDOG:?}: it hangs");
+        }
+    }
+}
+
+fn mkfifo(path: &Path) {
+    let _ = fs::remove_file(path);
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o666) }, 0, "mkfifo");
+}
+
+#[track_caller]
+fn fails_naming(out: &Output, path: &Path, what: &str) {
+    assert!(!out.stderr.contains("panicked"), "{what}: {}", out.stderr);
+    expect_code(out, 1);
+    let named = format!("`{}`", path.display());
+    assert!(out.stderr.contains(&named), "{what}: {}", out.stderr);
+}
+
+#[test]
+fn a_fifo_at_the_lock_fails_the_tick_within_seconds() {
+    let sb = Sandbox::with_files(&["a.js"]);
+    fs::create_dir_all(sb.state.parent().unwrap()).unwrap();
+    mkfifo(&sb.lock());
+    let out = within_watchdog(sb.tick_cmd(&at(0)).spawn(), "a FIFO at the lock");
+    fails_naming(&out, &sb.lock(), "a FIFO at the lock");
+    assert!(out.stderr.contains("FIFO"), "{}", out.stderr);
+    assert!(!sb.state.exists(), "nothing was written");
+}
+
+#[test]
+fn a_fifo_at_a_sidecar_or_a_shard_fails_within_seconds_naming_it() {
+    let sb = Sandbox::with_files(&["a.js", "b.js"]);
+    expect_code(&sb.tick(&at(0), &[]), 10);
+    let noops = sb.journal();
+    let start = crate::util::sidecar(&sb.state, ".start");
+    let shard = crate::util::layout::shard_paths(&sb.state).pop().unwrap();
+    let stats = || {
+        sb.sentinel(["stats", "--json", "--state"])
+            .arg(&sb.state)
+            .spawn()
+    };
+    mkfifo(&noops);
+    let out = within_watchdog(sb.tick_cmd(&at(2)).spawn(), "a no-op appending to a FIFO");
+    fails_naming(&out, &noops, "a no-op appending to a FIFO journal");
+    let out = within_watchdog(stats(), "stats reading a FIFO journal");
+    fails_naming(&out, &noops, "stats reading a FIFO journal");
+    fs::remove_file(&noops).unwrap();
+    mkfifo(&start);
+    let triggered = sb.tick_cmd(&at(4)).args(["--trigger", "push"]).spawn();
+    let out = within_watchdog(triggered, "a triggered tick reading a FIFO start");
+    fails_naming(&out, &start, "a triggered tick reading a FIFO start");
+    let _ = fs::remove_file(&start);
+    mkfifo(&shard);
+    let out = within_watchdog(stats(), "stats reading a FIFO shard");
+    fails_naming(&out, &shard, "stats reading a FIFO shard");
+}
+
+/// Run `sh -c script` as `nobody`: its first stdout line tells whether it
+/// got as far as `echo`; it then waits on its stdin until dropped.
+fn as_nobody(script: &str) -> Child {
+    Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .args(["sh", "-c", script])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run setpriv (util-linux); install it to run this test as root")
+}
+
+fn first_line(child: &mut Child) -> String {
+    use std::io::BufRead;
+    let mut line = String::new();
+    let out = child.stdout.as_mut().unwrap();
+    let _ = std::io::BufReader::new(out).read_line(&mut line);
+    line.trim().to_string()
+}
+
+fn set_mode(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
+}
+
+#[test]
+fn nobody_cannot_make_a_tick_exit_20() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!(
+            "skipped: becoming `nobody` needs root; the lock's mode is checked by the unit tests"
+        );
+        return;
+    }
+    let sb = Sandbox::with_files(&["a.js"]);
+    expect_code(&sb.tick(&at(0), &[]), 10);
+    let run = sb.state.parent().unwrap().to_path_buf();
+    // A shared directory: everyone may look, as in a group's state directory.
+    set_mode(sb.root(), 0o755);
+    set_mode(&run, 0o755);
+    let lock = sb.lock().display().to_string();
+    let hold = format!("exec flock -x -n '{lock}' sh -c 'echo held; exec cat'");
+    let mut holder = as_nobody(&hold);
+    let held = first_line(&mut holder);
+    let out = sb.tick(&at(2), &[]);
+    drop(holder.stdin.take());
+    let _ = holder.wait();
+    assert_ne!(held, "held", "nobody took the owner's lock");
+    expect_code(&out, 0);
+    // A lock planted by nobody in a directory anyone may write to.
+    set_mode(&run, 0o1777);
+    fs::remove_file(sb.lock()).unwrap();
+    let mut holder = as_nobody(&hold);
+    assert_eq!(first_line(&mut holder), "held");
+    let before = fs::read(&sb.state).unwrap();
+    let out = sb.tick(&at(4), &[]);
+    drop(holder.stdin.take());
+    let _ = holder.wait();
+    fails_naming(&out, &sb.lock(), "a lock planted by nobody");
+    assert!(
+        out.stderr.contains("belongs to user 65534"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(fs::read(&sb.state).unwrap(), before);
+}
+
+#[test]
+fn a_lock_others_may_write_is_refused() {
+    let sb = Sandbox::with_files(&["a.js"]);
+    expect_code(&sb.tick(&at(0), &[]), 10);
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        fs::metadata(sb.lock()).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    set_mode(&sb.lock(), 0o666);
+    let out = sb.tick(&at(2), &[]);
+    fails_naming(&out, &sb.lock(), "a lock writable by others");
+    assert!(out.stderr.contains("chmod 600"), "{}", out.stderr);
+}
+
+/// The manifest with its layout's record count set to `records`.
+fn claim_records(state: &Path, records: u64) {
+    let text = fs::read_to_string(state).unwrap();
+    let at = text.find("\"records\":").expect("a layout") + "\"records\":".len();
+    let end = at + text[at..].find(|c: char| !c.is_ascii_digit()).unwrap();
+    fs::write(state, format!("{}{records}{}", &text[..at], &text[end..])).unwrap();
+}
+
+#[test]
+fn a_manifest_claiming_ten_to_the_fifteen_records_is_exit_1_damaged_state() {
+    for records in [1_000_000_000_000_000, 1_000_000_000] {
+        let sb = Sandbox::with_files(&["a.js", "b.js"]);
+        expect_code(&sb.tick(&at(0), &[]), 10);
+        claim_records(&sb.state, records);
+        let before = fs::read(&sb.state).unwrap();
+        sb.repo.write(&format!("{WATCHED}/a.js"), "// a, edited\n");
+        sb.repo.commit("edit");
+        let wake = sb.tick(&at(2), &[]);
+        let stats = sb
+            .sentinel(["stats", "--json", "--state"])
+            .arg(&sb.state)
+            .output();
+        for (out, what) in [(wake, "a wake"), (stats, "stats")] {
+            fails_naming(&out, &sb.state, what);
+            assert!(
+                out.stderr.contains("damaged state: "),
+                "{what}: {}",
+                out.stderr
+            );
+            assert!(out.stderr.contains(&records.to_string()), "{}", out.stderr);
+        }
+        assert_eq!(
+            fs::read(&sb.state).unwrap(),
+            before,
+            "the state is untouched"
+        );
+    }
+}
+
+/// `path` made a sparse file of `len` bytes: large, yet nothing on disk.
+fn sparse(path: &Path, len: u64) {
+    let _ = fs::remove_file(path);
+    fs::File::create(path).unwrap().set_len(len).unwrap();
+}
+
+#[test]
+fn an_oversized_shard_or_noop_journal_is_refused_unread() {
+    let sb = Sandbox::with_files(&["a.js", "b.js"]);
+    expect_code(&sb.tick(&at(0), &[]), 10);
+    let noops = sb.journal();
+    sparse(&noops, 200 << 20);
+    sb.repo.write(&format!("{WATCHED}/a.js"), "// a, edited\n");
+    sb.repo.commit("edit");
+    let out = sb.tick(&at(2), &[]);
+    fails_naming(&out, &noops, "a 200 MB no-op journal");
+    assert!(out.stderr.contains("bytes, over the"), "{}", out.stderr);
+    fs::remove_file(&noops).unwrap();
+    let shard = crate::util::layout::shard_paths(&sb.state).pop().unwrap();
+    sparse(&shard, 200 << 20);
+    let out = sb
+        .sentinel(["stats", "--json", "--state"])
+        .arg(&sb.state)
+        .output();
+    fails_naming(&out, &shard, "a 200 MB shard");
+    assert!(out.stderr.contains("bytes, over the"), "{}", out.stderr);
 }
