@@ -10,6 +10,7 @@ use std::time::Duration;
 use crate::source::gitlab::{GitLabConfig, encode};
 
 mod holds;
+mod temp_index;
 
 /// The default sandbox branch.
 pub const SANDBOX: &str = "sentinel-sandbox";
@@ -144,9 +145,10 @@ impl GitBranch {
     ) -> Result<String, String> {
         let reference = crate::branch::sandbox_ref(&self.branch)?;
         // A private index, so the clone's own index is never touched; read-tree
-        // creates it.
-        let index_path =
-            std::env::temp_dir().join(format!("sentinel-index-{}-{}", std::process::id(), blob));
+        // creates it in the git directory, where a killed tick's is swept.
+        let git_dir = PathBuf::from(self.git(&["rev-parse", "--absolute-git-dir"], None, None)?);
+        temp_index::sweep(&git_dir);
+        let index_path = temp_index::path(&git_dir, blob);
         let result = (|| {
             self.git(&["read-tree", parent], Some(&index_path), None)?;
             self.git(

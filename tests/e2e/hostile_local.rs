@@ -343,3 +343,76 @@ fn an_oversized_shard_or_noop_journal_is_refused_unread() {
     fails_naming(&out, &shard, "a 200 MB shard");
     assert!(out.stderr.contains("bytes, over the"), "{}", out.stderr);
 }
+
+// ---------------------------------------------------------------------------
+// Temporary files of patch commits
+// ---------------------------------------------------------------------------
+
+fn real_git() -> std::path::PathBuf {
+    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|d| d.join("git"))
+        .find(|p| p.is_file())
+        .expect("git on PATH")
+}
+
+fn indexes_in(dir: &Path) -> Vec<String> {
+    fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("sentinel-index-"))
+        .collect()
+}
+
+#[test]
+fn a_patch_commit_killed_mid_way_leaves_nothing_in_the_temp_dir_and_its_index_is_swept() {
+    use std::os::unix::process::ExitStatusExt;
+    let mut sb = Sandbox::with_files(&["a.js"]);
+    let tmp = sb.root().join("tmp");
+    fs::create_dir_all(&tmp).unwrap();
+    let ai = FakeOpenAi::start();
+    ai.answer_always(evolve_with("// a, proposed\n"));
+    // A git that kills sentinel once the private index exists.
+    sb.stub(
+        "git",
+        &format!(
+            "for a in \"$@\"; do [ \"$a\" = update-index ] && kill -9 $PPID && exit 1; done\nexec '{}' \"$@\"",
+            real_git().display()
+        ),
+    );
+    let killed = sb
+        .tick_cmd(&at(0))
+        .args(["--fake-sleep", "--llm-url", &ai.base_url()])
+        .args(["--propose", "patches"])
+        .env("OPENAI_API_KEY", KEY)
+        .env("TMPDIR", &tmp)
+        .spawn()
+        .wait_with_output()
+        .unwrap();
+    assert_eq!(killed.status.signal(), Some(9), "the commit was killed");
+    assert_eq!(
+        indexes_in(&tmp),
+        Vec::<String>::new(),
+        "left in the temp dir"
+    );
+    let git_dir = sb.repo.root.join(".git");
+    assert_eq!(
+        indexes_in(&git_dir).len(),
+        1,
+        "the index lived in the git dir"
+    );
+    sb.real_git();
+    let sb = sb;
+    ai.answer_always(evolve_with("// a, proposed again\n"));
+    let out = sb
+        .tick_cmd(&at(2))
+        .args(["--fake-sleep", "--llm-url", &ai.base_url()])
+        .args(["--propose", "patches"])
+        .env("OPENAI_API_KEY", KEY)
+        .env("TMPDIR", &tmp)
+        .output();
+    assert!(out.stdout.contains("\"kind\":\"patch\""), "{}", out.stdout);
+    assert_eq!(indexes_in(&git_dir), Vec::<String>::new(), "not swept");
+    assert_eq!(indexes_in(&tmp), Vec::<String>::new());
+}
