@@ -3,6 +3,7 @@
 pub mod git;
 pub mod gitlab;
 pub mod memory;
+pub mod peer_path;
 pub mod scope;
 pub mod tip;
 
@@ -128,6 +129,11 @@ pub trait Source {
     }
     /// Requests made so far, per kind.
     fn request_counts(&self) -> RequestCounts;
+    /// What the source has to say since it was last asked (a path it
+    /// refused to hand over), for the tick's notes.
+    fn take_notes(&mut self) -> Vec<String> {
+        Vec::new()
+    }
     /// How many requests this source has made so far.
     fn requests(&self) -> u64 {
         self.request_counts().total()

@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::expect_code;
 use crate::util::openai::{FakeOpenAi, KEY, Reply, completion};
@@ -415,4 +415,134 @@ fn a_patch_commit_killed_mid_way_leaves_nothing_in_the_temp_dir_and_its_index_is
     assert!(out.stdout.contains("\"kind\":\"patch\""), "{}", out.stdout);
     assert_eq!(indexes_in(&git_dir), Vec::<String>::new(), "not swept");
     assert_eq!(indexes_in(&tmp), Vec::<String>::new());
+}
+
+// ---------------------------------------------------------------------------
+// What GitLab names: paths, pages behind `user:password@`, TLS
+// ---------------------------------------------------------------------------
+
+const HOSTILE_PATHS: [&str; 5] = [
+    "../../../../etc/x_auth.js",
+    "/etc/passwd_auth.js",
+    "src/auth/./x.js",
+    "src/auth//y.js",
+    "src/auth/\u{1b}[2Jz.js",
+];
+
+fn tree_item(path: &str, id: &str) -> Value {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    json!({"id": id, "name": name, "type": "blob", "path": path, "mode": "100644"})
+}
+
+#[track_caller]
+fn refused_and_named(r: &Value) {
+    let listed: Vec<&str> = r["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| f["path"].as_str())
+        .collect();
+    for bad in HOSTILE_PATHS {
+        assert!(!listed.contains(&bad), "{bad} was judged: {listed:?}");
+    }
+    let notes = r["notes"].to_string();
+    assert!(notes.contains("../../../../etc/x_auth.js"), "{notes}");
+    assert!(notes.contains("src/auth//y.js"), "{notes}");
+    assert!(notes.contains("has a `..` segment"), "{notes}");
+    assert!(!notes.contains('\u{1b}'), "the escape is escaped: {notes}");
+}
+
+#[test]
+fn gitlab_tree_and_compare_paths_that_climb_or_are_absolute_are_never_judged() {
+    use crate::util::gitlab::{Api, Endpoint, Reply as GlReply};
+    let sb = Sandbox::new();
+    sb.repo.write("src/auth.js", "// auth\n");
+    sb.repo.commit("auth");
+    let gl = sb.gitlab();
+    let api = Api {
+        path: None,
+        ..Api::new(&gl)
+    };
+    let fake = "0123456789abcdef0123456789abcdef01234567";
+    let mut tree = vec![tree_item("src/auth.js", &sb.repo.blob("src/auth.js"))];
+    tree.extend(HOSTILE_PATHS.iter().map(|p| tree_item(p, fake)));
+    gl.push(Endpoint::Tree, GlReply::json(200, &Value::Array(tree)));
+    let first = sb.api_tick_cmd(&api, &at(0)).output();
+    expect_code(&first, 10);
+    let r = first.json();
+    refused_and_named(&r);
+    assert!(r["files"].to_string().contains("src/auth.js"), "{r}");
+    // A compare naming the same paths: the real change is judged, they are not.
+    sb.repo.write("src/auth.js", "// auth v2\n");
+    let to = sb.repo.commit("auth v2");
+    let diffs: Vec<Value> = std::iter::once("src/auth.js")
+        .chain(HOSTILE_PATHS)
+        .map(|p| json!({"old_path": p, "new_path": p, "b_mode": "100644"}))
+        .collect();
+    gl.push(
+        Endpoint::Compare,
+        GlReply::json(200, &json!({"commits": [{"id": to}], "diffs": diffs})),
+    );
+    let second = sb.api_tick_cmd(&api, &at(2)).output();
+    expect_code(&second, 12);
+    let r = second.json();
+    refused_and_named(&r);
+    assert!(r["files"].to_string().contains("src/auth.js"), "{r}");
+}
+
+#[test]
+fn a_gitlab_url_with_user_and_password_lists_every_page() {
+    use crate::util::gitlab::Api;
+    let sb = Sandbox::new();
+    for i in 0..250 {
+        sb.repo
+            .write(&format!("{WATCHED}/f{i:03}.js"), format!("// f{i}\n"));
+    }
+    sb.repo.commit("250 files");
+    let gl = sb.gitlab();
+    let mut api = Api::new(&gl);
+    api.url = api
+        .url
+        .replacen("http://", "http://sentinel:pw-s3cret-42@", 1);
+    let out = sb.api_tick_cmd(&api, &at(0)).output();
+    expect_code(&out, 10);
+    let r = out.json();
+    assert_eq!(r["requests_by_kind"]["list"], 3, "{r}");
+    assert!(!r["notes"].to_string().contains("incomplete"), "{r}");
+    let doc = crate::util::layout::state_doc(&sb.state);
+    assert_eq!(doc["files"].as_object().unwrap().len(), 250);
+    for text in [&out.stdout, &out.stderr] {
+        assert!(!text.contains("pw-s3cret-42"), "{text}");
+    }
+    // The listing was complete: the next tick works off the batch's
+    // backlog, it is not another first run.
+    expect_code(&sb.api_tick_cmd(&api, &at(2)).output(), 14);
+}
+
+#[test]
+fn a_tls_failure_names_the_host_the_reason_and_ca_file() {
+    use crate::util::gitlab::Api;
+    // A peer that answers a TLS handshake with plain HTTP.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for stream in listener.incoming().flatten() {
+            let mut stream = stream;
+            let mut buf = [0u8; 1024];
+            let _ = stream.read(&mut buf);
+            let _ = stream.write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n");
+        }
+    });
+    let sb = Sandbox::with_files(&["a.js"]);
+    let gl = sb.gitlab();
+    let mut api = Api::new(&gl);
+    api.url = format!("https://127.0.0.1:{port}/api/v4");
+    let out = sb.api_tick_cmd(&api, &at(0)).output();
+    expect_code(&out, 1);
+    let line = out.stderr_line();
+    assert!(line.contains(&format!("`127.0.0.1:{port}`")), "{line}");
+    assert!(line.contains("TLS"), "{line}");
+    assert!(line.contains("--ca-file"), "{line}");
+    assert!(!line.contains("(invalid data)"), "{line}");
 }
