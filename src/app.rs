@@ -631,15 +631,21 @@ fn run_reset(args: crate::cli::ResetArgs) -> Result<u8> {
     Ok(crate::exit::NONE)
 }
 
-/// One JSON document on stdout, redacted value by value so it stays valid.
+/// One JSON document on stdout, its words redacted value by value so it
+/// stays valid and its paths and ids stay what they are, its invisible
+/// characters written as `\u` escapes.
 fn emit_json<T: serde::Serialize>(value: &T) -> Result<()> {
-    emit(format!("{}\n", crate::redact::to_string(value)?))
+    let text = crate::redact::to_string(value)?;
+    write_stdout(&format!("{}\n", crate::report::escape::json(&text)))
 }
 
 /// Write to stdout, redacted. A reader that went away (`sentinel stats |
 /// head`) is not an error: the output was wanted no further.
 pub(crate) fn emit(text: impl std::fmt::Display) -> Result<()> {
-    let text = crate::redact::text(&text.to_string());
+    write_stdout(&crate::redact::text(&text.to_string()))
+}
+
+fn write_stdout(text: &str) -> Result<()> {
     let mut out = std::io::stdout().lock();
     match write!(out, "{text}").and_then(|()| out.flush()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),

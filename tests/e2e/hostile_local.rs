@@ -546,3 +546,153 @@ fn a_tls_failure_names_the_host_the_reason_and_ca_file() {
     assert!(line.contains("--ca-file"), "{line}");
     assert!(!line.contains("(invalid data)"), "{line}");
 }
+
+// ---------------------------------------------------------------------------
+// What people read: the dashboard, `--json`, bidi and separator controls
+// ---------------------------------------------------------------------------
+
+/// The HTML a real CommonMark+GFM renderer (cmarkgfm, installed by `.ci/run`
+/// under `target/ci-tools/`) makes of `markdown`; `None` (said on stderr)
+/// only when there is no python at all.
+fn render_gfm(markdown: &str) -> Option<String> {
+    use std::io::Write;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let venv = root.join("target/ci-tools/py/bin/python");
+    let python = if venv.is_file() {
+        venv
+    } else if Command::new("python3").arg("--version").output().is_ok() {
+        panic!(
+            "the CommonMark+GFM renderer is not installed: run `python3 -m venv target/ci-tools/py && \
+             target/ci-tools/py/bin/pip install cmarkgfm==2025.10.22` (as .ci/run does)"
+        );
+    } else {
+        eprintln!("skipped: no python3 to run the CommonMark+GFM renderer");
+        return None;
+    };
+    let mut child = Command::new(python)
+        .arg(root.join("tests/util/render_gfm.py"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run the renderer");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(markdown.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "the renderer failed");
+    Some(String::from_utf8(out.stdout).unwrap())
+}
+
+/// `html` without its `<code>` elements, where nothing is linked or mentioned.
+fn outside_code(html: &str) -> String {
+    let mut out = String::new();
+    let mut rest = html;
+    while let Some(start) = rest.find("<code>") {
+        out.push_str(&rest[..start]);
+        rest = match rest[start..].find("</code>") {
+            Some(end) => &rest[start + end + "</code>".len()..],
+            None => "",
+        };
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The text of `html`, its tags taken out.
+fn without_tags(html: &str) -> String {
+    let mut out = String::new();
+    let mut in_tag = false;
+    for c in html.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' => in_tag = false,
+            c if !in_tag => out.push(c),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Text a hostile model sends for the dashboard: links, an image, bare
+/// URLs, a `www.` host, an address and mentions.
+const HOSTILE_WORDS: &str = "fix [here](https://evil.example/a) ![p](https://evil.example/p.png) \
+    see https://evil.example/b or www.evil.example, mail a@evil.example, @all @alice \
+    <a href=\"https://evil.example/c\">c</a> `x` **y**";
+
+#[test]
+fn the_dashboard_html_has_no_link_image_or_mention_from_peer_text() {
+    let sb = Sandbox::new();
+    let spelled = [
+        format!("{WATCHED}/a`[x](evil.example)`.js"),
+        format!("{WATCHED}/b``@all``.js"),
+        format!("{WATCHED}/c\\|[l](www.evil.example).js"),
+    ];
+    for p in &spelled {
+        sb.repo.write(p, "// x\nmodule.exports = 1;\n");
+    }
+    sb.repo.commit("names");
+    let ai = FakeOpenAi::start();
+    ai.answer_always(Reply::evolve(
+        HOSTILE_WORDS,
+        json!([{"line": 1, "severity": "major", "message": HOSTILE_WORDS}]),
+    ));
+    let page = sb.root().join("run").join("dashboard.md");
+    let out = sb
+        .tick_cmd(&at(0))
+        .args(["--fake-sleep", "--llm-url", &ai.base_url()])
+        .args(["--project-url", "https://gitlab.example.com/group/project"])
+        .arg("--dashboard-file")
+        .arg(&page)
+        .env("OPENAI_API_KEY", KEY)
+        .output();
+    expect_code(&out, 10);
+    let markdown = fs::read_to_string(&page).unwrap();
+    let Some(html) = render_gfm(&markdown) else {
+        return;
+    };
+    let outside = outside_code(&html);
+    assert!(!outside.contains("<img"), "{html}");
+    let words = without_tags(&outside);
+    assert!(!words.contains("evil.example"), "{words}");
+    assert!(!words.contains('@'), "a mention outside code: {words}");
+    // The only links are sentinel's own, to the findings' lines.
+    for (i, _) in html.match_indices("<a ") {
+        assert!(
+            html[i..].starts_with("<a href=\"https://gitlab.example.com/group/project/-/blob/"),
+            "{}",
+            &html[i..html.len().min(i + 120)]
+        );
+    }
+    // Each path is one code span, spelled as it is.
+    for p in &spelled {
+        let shown = p.replace('&', "&amp;").replace('<', "&lt;");
+        assert!(
+            html.contains(&format!("<code>{shown}</code>")),
+            "{p} is not one code span: {html}"
+        );
+    }
+}
+
+#[test]
+fn json_and_explain_carry_no_raw_bidi_or_separator_control() {
+    let sb = Sandbox::new();
+    let file = format!("{WATCHED}/ok\u{202e}sj.exe\u{2028}\u{200b}.js");
+    sb.repo.write(&file, "// x\n");
+    sb.repo.commit("bidi");
+    let out = sb.tick(&at(0), &[]);
+    expect_code(&out, 10);
+    let explained = sb.explain(&file, false);
+    expect_code(&explained, 0);
+    for (what, text) in [("--json", &out.stdout), ("explain", &explained.stdout)] {
+        for c in ['\u{202e}', '\u{2028}', '\u{200b}'] {
+            assert!(!text.contains(c), "{what}: {c:?} raw in {text}");
+        }
+    }
+    assert!(
+        out.json()["files"].to_string().contains(&file),
+        "the same path"
+    );
+}
