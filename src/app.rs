@@ -7,7 +7,7 @@ use crate::cli::{
     AutonomyMode, Cli, Command, Environment, ExplainArgs, Scenario, SimulateArgs, SourceChoice,
     StatsArgs, StatsFormat, TickArgs, TriggerArg,
 };
-use crate::command::{build_source, emit, locked_state, make_source};
+use crate::command::{build_source, emit, locked_state, make_source, write_stdout};
 use crate::gate::autonomy;
 use crate::llm::agent::{AgentAdvisor, AgentConfig};
 use crate::llm::client::{Advisor, ApiKey, OpenAiAdvisor, OpenAiConfig};
@@ -666,7 +666,10 @@ fn run_reset(args: crate::cli::ResetArgs) -> Result<u8> {
     Ok(crate::exit::NONE)
 }
 
-/// One JSON document on stdout, redacted value by value so it stays valid.
+/// One JSON document on stdout, its words redacted value by value so it
+/// stays valid and its paths and ids stay what they are, its invisible
+/// characters written as `\u` escapes.
 fn emit_json<T: serde::Serialize>(value: &T) -> Result<()> {
-    emit(format!("{}\n", crate::redact::to_string(value)?))
+    let text = crate::redact::to_string(value)?;
+    write_stdout(&format!("{}\n", crate::report::escape::json(&text)))
 }

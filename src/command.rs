@@ -69,7 +69,11 @@ pub fn locked_state(
 /// Write to stdout, redacted. A reader that went away (`sentinel stats |
 /// head`) is not an error: the output was wanted no further.
 pub fn emit(text: impl std::fmt::Display) -> Result<()> {
-    let text = crate::redact::text(&text.to_string());
+    write_stdout(&crate::redact::text(&text.to_string()))
+}
+
+/// Write to stdout as it is (the caller redacted it).
+pub fn write_stdout(text: &str) -> Result<()> {
     let mut out = std::io::stdout().lock();
     match write!(out, "{text}").and_then(|()| out.flush()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),

@@ -13,6 +13,7 @@ mod gitlab_sandbox;
 mod holds;
 pub mod merge_request;
 mod sandbox;
+mod temp_index;
 
 pub use merge_request::Review;
 pub use sandbox::Carried;
@@ -71,6 +72,16 @@ pub const MAX_MESSAGE_BODY_CHARS: usize = 4_000;
 /// The start of a refusal that waiting cannot change (a link, a name that is
 /// not UTF-8): the proposal is not tried again until the file changes.
 pub const REFUSED: &str = "refused: ";
+
+/// Why a proposed content is not committed: it carries the value of a
+/// secret sentinel holds (never named, never altered; see
+/// docs/threat-model.md).
+pub fn secret_refusal(path: &str) -> String {
+    format!(
+        "{REFUSED}the content proposed for `{}` carries the value of a secret sentinel holds; it is not committed, and a secret is never edited out of code",
+        crate::report::escape::terminal(path)
+    )
+}
 
 /// The commit message of a patch: one subject line naming the file (its
 /// control characters escaped, so a name cannot add lines), then the
@@ -178,9 +189,10 @@ impl GitBranch {
     ) -> Result<String, String> {
         let reference = crate::branch::sandbox_ref(&self.branch)?;
         // A private index, so the clone's own index is never touched; read-tree
-        // creates it.
-        let index_path =
-            std::env::temp_dir().join(format!("sentinel-index-{}-{}", std::process::id(), blob));
+        // creates it in the git directory, where a killed tick's is swept.
+        let git_dir = PathBuf::from(self.git(&["rev-parse", "--absolute-git-dir"], None, None)?);
+        temp_index::sweep(&git_dir);
+        let index_path = temp_index::path(&git_dir, blob);
         let result = (|| {
             self.git(&["read-tree", parent], Some(&index_path), None)?;
             self.git(

@@ -1,10 +1,16 @@
 //! The one redaction layer: the secrets sentinel holds are registered once at
-//! startup, and every output (stdout, stderr, the state and its journals, the
-//! reports, the dashboard, commit messages) passes through here on its way out.
+//! startup, and every diagnostic text (errors, notes, reasons, findings, the
+//! echoes of peers, the dashboard's prose) passes through here on its way out.
 //!
 //! A peer can echo anything back: GitLab a token in a 400 message, a proxy the
 //! `Authorization` header, a model or an agent a key it was shown. Rather than
-//! trust each module to remember, the text is cleaned where it leaves.
+//! trust each module to remember, the words are cleaned where they leave.
+//!
+//! Redaction is for words, never for data: a path, a record key, a
+//! fingerprint, an id or a file's content is never altered here (a changed
+//! path names a file that does not exist; a changed content breaks code). A
+//! content that would carry a secret to a branch is refused instead
+//! (`holds_secret`).
 
 use std::process::Command;
 use std::sync::OnceLock;
@@ -32,10 +38,84 @@ const URL_VARS: [&str; 5] = [
     "OPENAI_ADMIN_BASE_URL",
 ];
 
-/// Shorter values are not redacted: they cannot be told from ordinary text,
-/// and replacing them inside hashes and fingerprints would make every file
-/// look new on every tick. Real tokens and keys are 20 characters and more.
+/// Shorter values are not secrets: they cannot be told from ordinary text.
+/// Real tokens and keys are 20 characters and more.
 pub const MIN_SECRET_LEN: usize = 8;
+
+/// A value made only of letters, digits and `-`/`_` shorter than this, with
+/// no digit, is a word (`placeholder`, `not-needed`), not a secret, unless
+/// it starts with a known key prefix.
+const WORDLIKE_MAX: usize = 16;
+
+/// The keys local servers document for "no key needed" (LM Studio,
+/// llama.cpp and llamafile, vLLM, text-generation-webui, Ollama's
+/// OpenAI-compatible endpoint and common examples): never secrets, compared
+/// without case.
+const PLACEHOLDERS: [&str; 12] = [
+    "lm-studio",
+    "ollama",
+    "sk-no-key-required",
+    "no-key-required",
+    "not-needed",
+    "no-key",
+    "none",
+    "empty",
+    "dummy",
+    "sk-dummy",
+    "placeholder",
+    "sk-xxx",
+];
+
+/// Prefixes of real keys and tokens (OpenAI, GitLab personal, project,
+/// deploy, CI job, trigger and OAuth tokens): such a value is a secret even
+/// when it reads like a word.
+const KEY_PREFIXES: [&str; 8] = [
+    "sk-", "glpat-", "gldt-", "glcbt-", "glptt-", "gloas-", "glrt-", "glft-",
+];
+
+/// Object keys whose values are data (paths, ids, fingerprints, contents):
+/// never redacted, wherever they appear in a document.
+const DATA_KEYS: [&str; 20] = [
+    "path",
+    "paths",
+    "file",
+    "blob",
+    "fingerprint",
+    "id",
+    "commit",
+    "patch_commit",
+    "patch_pending",
+    "content",
+    "head",
+    "last_head",
+    "tip",
+    "hash",
+    "deps",
+    "imports",
+    "own_output",
+    "backlog",
+    "importers",
+    "location",
+];
+
+/// Whether an environment value counts as a secret (see docs/threat-model.md).
+pub fn is_secret(value: &str) -> bool {
+    let v = value.trim();
+    if v.chars().count() < MIN_SECRET_LEN {
+        return false;
+    }
+    let lower = v.to_ascii_lowercase();
+    if PLACEHOLDERS.contains(&lower.as_str()) {
+        return false;
+    }
+    if KEY_PREFIXES.iter().any(|p| lower.starts_with(p)) {
+        return true;
+    }
+    let wordlike = v
+        .chars()
+        .all(|c| c.is_ascii_alphabetic() || c == '-' || c == '_');
+    !(wordlike && v.len() < WORDLIKE_MAX)
+}
 
 /// What a secret is replaced with.
 pub const MASK: &str = "***";
@@ -77,10 +157,10 @@ impl Secrets {
     pub fn new(values: impl IntoIterator<Item = String>) -> Secrets {
         let mut needles = Vec::new();
         for value in values {
+            if !is_secret(&value) {
+                continue;
+            }
             for v in [value.as_str(), value.trim()] {
-                if v.chars().count() < MIN_SECRET_LEN {
-                    continue;
-                }
                 // A string serialised as JSON, quotes taken off.
                 let quoted = serde_json::to_string(v).unwrap_or_default();
                 let json = quoted.get(1..quoted.len().saturating_sub(1)).unwrap_or("");
@@ -94,8 +174,23 @@ impl Secrets {
         Secrets { needles }
     }
 
-    /// `text` with every secret, in any registered spelling, and every
-    /// credential header's value replaced by `***`.
+    /// Whether `text` holds a registered secret in any of its spellings.
+    pub fn holds(&self, text: &str) -> bool {
+        self.needles.iter().any(|n| text.contains(n.as_str()))
+    }
+
+    /// Whether `text` might lose something to `text`: a secret, or the name
+    /// of a credential header.
+    fn may_touch(&self, text: &str) -> bool {
+        if self.holds(text) {
+            return true;
+        }
+        let lower = text.to_ascii_lowercase();
+        HEADERS.iter().any(|h| lower.contains(h))
+    }
+
+    /// `text` with every secret, in any registered spelling, and the value of
+    /// every credential header line replaced by `***`.
     pub fn text(&self, text: &str) -> String {
         let mut out = text.to_string();
         for needle in &self.needles {
@@ -106,11 +201,12 @@ impl Secrets {
         scrub_headers(&out)
     }
 
-    /// `value` as JSON text with every string (and key) redacted, in the
-    /// field order of its type. The text is cleaned in place when that gives
-    /// exactly the redacted value; otherwise (a secret that matched across
-    /// JSON's own syntax) it is written from the redacted value, whose keys
-    /// come sorted, so the document is always valid.
+    /// `value` as JSON text with its words redacted (`words`), in the field
+    /// order of its type. The text is cleaned in place when that gives
+    /// exactly the redacted value; otherwise (a secret in a data field, or
+    /// one that matched across JSON's own syntax) it is written from the
+    /// redacted value, whose keys come sorted, so the document is always
+    /// valid.
     fn json_text<T: Serialize + ?Sized>(
         &self,
         value: &T,
@@ -119,12 +215,12 @@ impl Secrets {
         let raw = serialise(value, pretty)?;
         // The common case, and the hot one (every record of a save): the
         // text holds no secret in any spelling `text` knows, JSON-escaped
-        // included, so no value does either.
-        if self.text(&raw) == raw {
+        // included, and no header name, so no value does either.
+        if !self.may_touch(&raw) {
             return Ok(raw);
         }
         let plain = serde_json::to_value(value)?;
-        let clean = self.value(plain.clone());
+        let clean = self.words(plain.clone());
         if clean == plain {
             return Ok(raw);
         }
@@ -135,15 +231,24 @@ impl Secrets {
         serialise(&clean, pretty)
     }
 
-    /// Every string (and key) of `value` redacted, structure untouched: a
-    /// JSON document stays valid whatever the secrets look like.
-    pub fn value(&self, value: Value) -> Value {
+    /// Every string of `value` redacted but object keys and the values of
+    /// data fields (`DATA_KEYS`), structure untouched: a JSON document
+    /// stays valid whatever the secrets look like, and its paths, ids and
+    /// contents stay what they are.
+    pub fn words(&self, value: Value) -> Value {
         match value {
             Value::String(s) => Value::String(self.text(&s)),
-            Value::Array(items) => Value::Array(items.into_iter().map(|v| self.value(v)).collect()),
+            Value::Array(items) => Value::Array(items.into_iter().map(|v| self.words(v)).collect()),
             Value::Object(map) => Value::Object(
                 map.into_iter()
-                    .map(|(k, v)| (self.text(&k), self.value(v)))
+                    .map(|(k, v)| {
+                        let v = if DATA_KEYS.contains(&k.as_str()) {
+                            v
+                        } else {
+                            self.words(v)
+                        };
+                        (k, v)
+                    })
                     .collect(),
             ),
             other => other,
@@ -166,17 +271,23 @@ pub fn text(text: &str) -> String {
     registered().text(text)
 }
 
-/// `serde_json::to_string`, redacted.
+/// Whether `text` carries a registered secret: a content that does is
+/// refused, never altered.
+pub fn holds_secret(text: &str) -> bool {
+    registered().holds(text)
+}
+
+/// `serde_json::to_string`, its words redacted (never its data fields).
 pub fn to_string<T: Serialize + ?Sized>(value: &T) -> serde_json::Result<String> {
     registered().json_text(value, false)
 }
 
-/// `serde_json::to_string_pretty`, redacted.
+/// `serde_json::to_string_pretty`, its words redacted.
 pub fn to_string_pretty<T: Serialize + ?Sized>(value: &T) -> serde_json::Result<String> {
     registered().json_text(value, true)
 }
 
-/// `serde_json::to_writer`, redacted.
+/// `serde_json::to_writer`, its words redacted.
 pub fn to_writer<W: std::io::Write, T: Serialize + ?Sized>(
     mut writer: W,
     value: &T,
@@ -263,55 +374,58 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// The value after a credential header's name (`Authorization: Bearer x`,
-/// `"PRIVATE-TOKEN":"x"`) replaced by `***`: an echo may carry a credential
-/// sentinel never held (a proxy's own), or one cut or masked past matching.
+/// The value of a credential header line (`Authorization: Bearer x`,
+/// `< PRIVATE-TOKEN: x` as `curl -v` echoes it) replaced by `***`: an echo
+/// may carry a credential sentinel never held (a proxy's own). Only a line
+/// that starts with the header's name, in its first column as HTTP writes
+/// it, is one: the same words in indented code or a sentence are left alone.
 fn scrub_headers(text: &str) -> String {
-    // ASCII lowercasing keeps every byte offset, so offsets found in
-    // `lower` cut `text` at the same (ASCII, hence char) boundaries.
-    let lower = text.to_ascii_lowercase();
-    let bytes = text.as_bytes();
     let mut out = String::with_capacity(text.len());
-    let mut done = 0;
-    let mut from = 0;
-    while let Some((pos, name)) = next_header(&lower, from) {
-        let mut j = pos + name.len();
-        j = skip(bytes, j, b"\"' ");
-        if !matches!(bytes.get(j), Some(b':' | b'=')) {
-            from = pos + name.len();
-            continue;
+    for line in text.split_inclusive('\n') {
+        match header_value(line) {
+            Some((at, end)) => {
+                out.push_str(&line[..at]);
+                out.push_str(MASK);
+                out.push_str(&line[end..]);
+            }
+            None => out.push_str(line),
         }
-        j = skip(bytes, j + 1, b"\"' \t");
-        let word = bytes[j..]
-            .iter()
-            .take_while(|b| b.is_ascii_alphabetic())
-            .count();
-        if word > 0
-            && bytes.get(j + word) == Some(&b' ')
-            && matches!(&lower[j..j + word], "bearer" | "basic" | "token")
-        {
-            j += word + 1;
-        }
-        let end = j + bytes[j..]
-            .iter()
-            .take_while(|b| !b.is_ascii_whitespace() && !b"\"',;}\\)".contains(b))
-            .count();
-        if end > j && &text[j..end] != MASK {
-            out.push_str(&text[done..j]);
-            out.push_str(MASK);
-            done = end;
-        }
-        from = end.max(pos + name.len());
     }
-    out.push_str(&text[done..]);
     out
 }
 
-fn next_header(lower: &str, from: usize) -> Option<(usize, &'static str)> {
-    HEADERS
+/// Where the credential of a header line starts and ends, when `line` is one.
+fn header_value(line: &str) -> Option<(usize, usize)> {
+    let bytes = line.as_bytes();
+    let mut j = 0;
+    // `curl -v` marks sent and received headers with `> ` and `< `.
+    if matches!(bytes.get(j), Some(b'>' | b'<')) && bytes.get(j + 1) == Some(&b' ') {
+        j = skip(bytes, j + 1, b" ");
+    }
+    let name = HEADERS.iter().find(|h| {
+        line.get(j..j + h.len())
+            .is_some_and(|n| n.eq_ignore_ascii_case(h))
+    })?;
+    j = skip(bytes, j + name.len(), b" \t");
+    if bytes.get(j) != Some(&b':') {
+        return None;
+    }
+    j = skip(bytes, j + 1, b" \t");
+    let word = bytes[j..]
         .iter()
-        .filter_map(|h| lower[from..].find(h).map(|p| (from + p, *h)))
-        .min_by_key(|(p, _)| *p)
+        .take_while(|b| b.is_ascii_alphabetic())
+        .count();
+    if word > 0
+        && bytes.get(j + word) == Some(&b' ')
+        && matches!(
+            line[j..j + word].to_ascii_lowercase().as_str(),
+            "bearer" | "basic" | "token"
+        )
+    {
+        j += word + 1;
+    }
+    let end = line.trim_end().len().max(j);
+    (end > j && &line[j..end] != MASK).then_some((j, end))
 }
 
 fn skip(bytes: &[u8], mut i: usize, set: &[u8]) -> usize {
@@ -342,27 +456,88 @@ mod tests {
     }
 
     #[test]
-    fn credential_headers_lose_their_value_whatever_it_is() {
+    fn credential_header_lines_lose_their_value_whatever_it_is() {
         let s = Secrets::default();
         assert_eq!(
-            s.text("echo: Authorization: Bearer sk-proxy-own-key\nnext"),
-            "echo: Authorization: Bearer ***\nnext"
+            s.text("echo:\nAuthorization: Bearer sk-proxy-own-key\nnext"),
+            "echo:\nAuthorization: Bearer ***\nnext"
         );
         assert_eq!(
-            s.text(r#"{"headers":{"PRIVATE-TOKEN":"glpat-x"}}"#),
-            r#"{"headers":{"PRIVATE-TOKEN":"***"}}"#
+            s.text("< private-token: glpat-x y\r\n"),
+            "< private-token: ***\r\n"
         );
-        assert_eq!(s.text("private-token=abc def"), "private-token=*** def");
         // The name alone, in a sentence, is not a header.
         let plain = "send the PRIVATE-TOKEN header with a token";
         assert_eq!(s.text(plain), plain);
     }
 
     #[test]
-    fn json_keeps_its_structure_and_loses_the_secret_in_keys_and_values() {
+    fn the_header_rule_never_touches_code() {
+        let s = Secrets::default();
+        for code in [
+            "  headers: { Authorization: `Bearer ${token}` },",
+            "    Authorization: `Bearer ${token}`,",
+            "curl -H \"PRIVATE-TOKEN: $GITLAB_TOKEN\" \"$url\"",
+            "const h = {\"PRIVATE-TOKEN\":\"x\"};",
+            "x-api-key=abc def",
+        ] {
+            assert_eq!(s.text(code), code);
+        }
+    }
+
+    #[test]
+    fn placeholder_keys_and_words_are_not_secrets_and_real_keys_are() {
+        for not in [
+            "lm-studio",
+            "ollama",
+            "sk-no-key-required",
+            "EMPTY",
+            "not-needed",
+            "abc",
+            "placeholders",
+        ] {
+            assert!(!is_secret(not), "{not}");
+        }
+        for yes in [
+            "sk-abcdefgh",
+            "glpat-abcdefghij",
+            "hunter2-pass",
+            "sk-proj-4f9aQ",
+            "aVeryLongPassphraseWord",
+        ] {
+            assert!(is_secret(yes), "{yes}");
+        }
+        let s = Secrets::from_env(
+            |k| (k == "OPENAI_API_KEY").then(|| "lm-studio".to_string()),
+            &[],
+        );
+        assert_eq!(s.text("src/lm-studio/client.js"), "src/lm-studio/client.js");
+    }
+
+    #[test]
+    fn data_fields_keep_a_secret_and_words_lose_it() {
+        let v = serde_json::json!({
+            "src/glpat-canary/Token+1.js": {"path": "glpat-canary/Token+1", "reason": "saw glpat-canary/Token+1",
+            "fingerprint": "glpat-canary/Token+1|x", "findings": [{"message": "glpat-canary/Token+1"}]}
+        });
+        let out = secrets().words(v);
+        let r = &out["src/glpat-canary/Token+1.js"];
+        assert_eq!(r["path"], "glpat-canary/Token+1");
+        assert_eq!(r["fingerprint"], "glpat-canary/Token+1|x");
+        assert_eq!(r["reason"], "saw ***");
+        assert_eq!(r["findings"][0]["message"], "***");
+        assert!(secrets().holds("x glpat-canary/Token+1"));
+        assert!(!secrets().holds("x glpat-canary"));
+    }
+
+    #[test]
+    fn json_keeps_its_structure_and_its_keys_and_loses_the_secret_in_values() {
         let v = serde_json::json!({"glpat-canary/Token+1": ["x glpat-canary/Token+1", 1, true]});
-        let out = secrets().value(v);
-        assert_eq!(out, serde_json::json!({"***": ["x ***", 1, true]}));
+        let out = secrets().words(v);
+        assert_eq!(
+            out,
+            serde_json::json!({"glpat-canary/Token+1": ["x ***", 1, true]})
+        );
     }
 
     #[test]

@@ -32,6 +32,8 @@ mod hostile_agent;
 mod hostile_files;
 #[path = "e2e/hostile_worktree.rs"]
 mod hostile_worktree;
+#[path = "e2e/hostile_local.rs"]
+mod hostile_local;
 #[path = "e2e/identity.rs"]
 mod identity;
 #[path = "e2e/litellm.rs"]

@@ -11,7 +11,8 @@ use crate::state::Proposal;
 
 #[derive(Debug, Serialize)]
 struct Issue<'a> {
-    description: &'a str,
+    /// The model's words: no control, bidi or invisible character raw.
+    description: std::borrow::Cow<'a, str>,
     check_name: String,
     fingerprint: String,
     severity: &'static str,
@@ -72,7 +73,7 @@ pub fn render_with(
     let mut issues = Vec::new();
     for path in stuck {
         issues.push(Issue {
-            description: STUCK,
+            description: STUCK.into(),
             check_name: "sentinel/stuck".into(),
             fingerprint: fingerprint(path, 1, STUCK),
             severity: "major",
@@ -85,7 +86,7 @@ pub fn render_with(
     for (path, p) in proposals {
         if p.findings.is_empty() {
             issues.push(Issue {
-                description: &p.reason,
+                description: crate::report::escape::terminal(&p.reason),
                 check_name: "sentinel/evolve".into(),
                 fingerprint: fingerprint(path, 1, &p.reason),
                 severity: "minor",
@@ -98,7 +99,7 @@ pub fn render_with(
         for f in &p.findings {
             let line = f.line.max(1);
             issues.push(Issue {
-                description: &f.message,
+                description: crate::report::escape::terminal(&f.message),
                 check_name: format!("sentinel/{}", severity(f.severity)),
                 fingerprint: fingerprint(path, line, &f.message),
                 severity: severity(f.severity),
@@ -116,7 +117,7 @@ pub fn render_with(
             "sentinel: {left_out} more finding(s) were left out to keep this report under {MAX_REPORT_BYTES} bytes; the state lists every open proposal"
         );
         issues.push(Issue {
-            description: &note,
+            description: note.as_str().into(),
             check_name: "sentinel/left-out".into(),
             fingerprint: fingerprint("", 1, "sentinel/left-out"),
             severity: "info",
@@ -126,8 +127,10 @@ pub fn render_with(
             },
         });
     }
-    // Messages and paths come from the model: redacted on the way out.
-    let mut out = crate::redact::to_string_pretty(&issues)?.into_bytes();
+    // Messages come from the model: redacted on the way out; a path's
+    // invisible characters are written as `\u` escapes, the same path.
+    let text = crate::redact::to_string_pretty(&issues)?;
+    let mut out = crate::report::escape::json(&text).into_owned().into_bytes();
     out.push(b'\n');
     Ok(out)
 }
@@ -200,6 +203,30 @@ mod tests {
         assert_eq!(issues[0]["severity"], "critical");
         assert_eq!(issues[0]["location"]["lines"]["begin"], 42);
         assert_eq!(render(&open).unwrap(), a, "same findings, same bytes");
+    }
+
+    #[test]
+    fn bidi_and_separator_controls_never_reach_the_report_raw() {
+        let mut open = BTreeMap::new();
+        open.insert(
+            "src/a\u{202e}b.js".to_string(),
+            proposal(vec![Finding {
+                line: 1,
+                severity: Severity::Major,
+                message: "ok\u{202e}gnp.exe\u{2028}x\u{200b}".into(),
+            }]),
+        );
+        let report = render(&open).unwrap();
+        let text = String::from_utf8(report.clone()).unwrap();
+        for c in ['\u{202e}', '\u{2028}', '\u{200b}'] {
+            assert!(!text.contains(c), "{c:?} raw in {text}");
+        }
+        let v: serde_json::Value = serde_json::from_slice(&report).unwrap();
+        assert_eq!(v[0]["description"], "ok\\u{202e}gnp.exe\\u{2028}x\\u{200b}");
+        assert_eq!(
+            v[0]["location"]["path"], "src/a\u{202e}b.js",
+            "the same path"
+        );
     }
 
     #[test]

@@ -29,6 +29,9 @@ const COMPARE_FILE_LIMIT: usize = 1000;
 const MAX_JSON_BYTES: u64 = 32 << 20;
 /// Redirects followed on the same host (a moved project answers 301).
 const MAX_REDIRECTS: usize = 3;
+/// Refused paths noted per tick: a hostile tree of a million names must
+/// not become a million notes.
+const MAX_PATH_NOTES: usize = 20;
 
 /// A secret that never prints itself.
 #[derive(Clone)]
@@ -109,6 +112,8 @@ pub struct GitLabSource {
     last_compare: Option<(String, String, Vec<CompareCommit>)>,
     /// The repository archive: many files in one request.
     archive: archive::Archive,
+    /// Refused paths, for the tick's notes (`Source::take_notes`).
+    notes: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -167,7 +172,24 @@ pub fn encode(s: &str) -> String {
     out
 }
 
+/// The `user:password@` of `url`'s authority, with its `@`, if it has one.
+fn userinfo_of(url: &str) -> Option<&str> {
+    let (_, rest) = url.split_once("://")?;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    authority.rfind('@').map(|at| &authority[..=at])
+}
+
+/// `url` without the `user:password@` of its authority: what may be shown,
+/// and what an origin is compared on (GitLab's own links never carry it).
+pub fn without_userinfo(url: &str) -> String {
+    match userinfo_of(url) {
+        Some(info) => url.replacen(info, "", 1),
+        None => url.to_string(),
+    }
+}
+
 fn origin_of(url: &str) -> Option<String> {
+    let url = without_userinfo(url);
     let (scheme, rest) = url.split_once("://")?;
     let host = rest.split(['/', '?', '#']).next()?;
     let (scheme, host) = (scheme.to_ascii_lowercase(), host.to_ascii_lowercase());
@@ -191,7 +213,7 @@ impl GitLabSource {
         let origin = origin_of(&cfg.base).ok_or_else(|| {
             SourceError::Config(format!(
                 "the GitLab URL `{}` is not an http(s) URL; set SENTINEL_GITLAB_URL to the API base, e.g. https://gitlab.example.com/api/v4",
-                cfg.base
+                without_userinfo(&cfg.base)
             ))
         })?;
         let agent =
@@ -204,6 +226,7 @@ impl GitLabSource {
             waits: Vec::new(),
             last_compare: None,
             archive: archive::Archive::new(DEFAULT_MAX_ARCHIVE_BYTES),
+            notes: Vec::new(),
         })
     }
 
@@ -317,7 +340,7 @@ impl GitLabSource {
         }
         let mut response = request
             .call()
-            .map_err(|e| transport_error(url_path(url), e))?;
+            .map_err(|e| transport_error(&url_path(url), e))?;
         let status = response.status().as_u16();
         let link_next = where_next(&response, status);
         let blob_id = header_value(&response, "x-gitlab-blob-id");
@@ -428,16 +451,40 @@ impl GitLabSource {
                 crate::redact::text(&l),
                 self.origin
             )),
-            next => Ok(next),
+            // A link on the configured origin gets the configured
+            // credentials back, as the first page had them.
+            next => Ok(
+                next.map(|l| match (userinfo_of(&self.cfg.base), userinfo_of(&l)) {
+                    (Some(info), None) => l.replacen("://", &format!("://{info}"), 1),
+                    _ => l,
+                }),
+            ),
+        }
+    }
+
+    /// Whether `path` may be a file of the tree; a refused one is noted.
+    fn valid_path(&mut self, path: &str) -> bool {
+        match super::peer_path::refusal(path) {
+            None => true,
+            Some(why) => {
+                if self.notes.len() < MAX_PATH_NOTES {
+                    self.notes.push(super::peer_path::note("GitLab", path, why));
+                }
+                false
+            }
         }
     }
 
     /// The watched regular files of one tree page.
-    fn tree_entries(&self, items: Vec<TreeItem>) -> Vec<Entry> {
-        items
+    fn tree_entries(&mut self, items: Vec<TreeItem>) -> Vec<Entry> {
+        let watched: Vec<TreeItem> = items
             .into_iter()
             .filter(|i| i.kind == "blob" && is_regular_file(&i.mode) && is_object_id(&i.id))
             .filter(|i| self.under_path(&i.path))
+            .collect();
+        watched
+            .into_iter()
+            .filter(|i| self.valid_path(&i.path))
             .map(|i| Entry {
                 path: i.path,
                 blob: i.id,
@@ -576,7 +623,7 @@ fn read_body(
         Err(ureq::Error::BodyExceedsLimit(_)) => {
             return Err(SourceError::ReadStopped { limit });
         }
-        Err(other) => Some(transport_error(url_path(url), other)),
+        Err(other) => Some(transport_error(&url_path(url), other)),
     };
     if (200..300).contains(&status) && body.len() as u64 > limit {
         return Err(SourceError::ReadStopped { limit });
@@ -584,14 +631,41 @@ fn read_body(
     Ok((body, cut))
 }
 
-fn url_path(url: &str) -> &str {
+fn url_path(url: &str) -> String {
     // Query strings carry paths and refs, never the token; the host is
-    // enough to say where a transport error happened.
-    url.split('?').next().unwrap_or(url)
+    // enough to say where a transport error happened, and credentials in
+    // the address are never shown.
+    without_userinfo(url.split('?').next().unwrap_or(url))
 }
 
 fn transport_error(url: &str, e: ureq::Error) -> SourceError {
+    if let Some(why) = tls_failure(url, &e) {
+        return SourceError::Config(why);
+    }
     SourceError::Unavailable(format!("GET {url}: {}", crate::http::transport_message(&e)))
+}
+
+/// A TLS handshake that failed (an unknown issuer, a name mismatch, a peer
+/// that does not speak TLS): a configuration error that waiting cannot fix,
+/// said with the host, the reason and the flag that fixes the usual case.
+fn tls_failure(url: &str, e: &ureq::Error) -> Option<String> {
+    let reason = match e {
+        ureq::Error::Tls(m) => m.to_string(),
+        ureq::Error::Rustls(r) => r.to_string(),
+        // rustls reports a failed handshake through the stream it wraps.
+        ureq::Error::Io(io)
+            if url.starts_with("https://") && io.kind() == std::io::ErrorKind::InvalidData =>
+        {
+            io.to_string()
+        }
+        _ => return None,
+    };
+    let host = origin_of(url)
+        .and_then(|o| o.split_once("://").map(|(_, h)| h.to_string()))
+        .unwrap_or_default();
+    Some(format!(
+        "TLS verification of `{host}` failed: {reason}; if GitLab's certificate is issued by a private CA, pass that CA's certificate with `--ca-file`"
+    ))
 }
 
 fn next_link(header: &str) -> Option<String> {
@@ -763,6 +837,10 @@ impl Source for GitLabSource {
         }
         let mut out = Vec::new();
         for d in compare.diffs {
+            let renamed = d.old_path != d.new_path;
+            if !self.valid_path(&d.new_path) || (renamed && !self.valid_path(&d.old_path)) {
+                continue;
+            }
             if (d.deleted_file || d.renamed_file) && self.under_path(&d.old_path) {
                 out.push(Change::Delete {
                     path: d.old_path.clone(),
@@ -852,6 +930,10 @@ impl Source for GitLabSource {
 
     fn holds(&self, blob: &str) -> bool {
         self.archive.holds(blob)
+    }
+
+    fn take_notes(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.notes)
     }
 
     fn request_counts(&self) -> RequestCounts {

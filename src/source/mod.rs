@@ -4,6 +4,7 @@ pub mod git;
 pub mod gitlab;
 pub mod hooks_off;
 pub mod memory;
+pub mod peer_path;
 pub mod scope;
 pub mod tip;
 
@@ -149,6 +150,11 @@ pub trait Source {
     }
     /// Requests made so far, per kind.
     fn request_counts(&self) -> RequestCounts;
+    /// What the source has to say since it was last asked (a path it
+    /// refused to hand over), for the tick's notes.
+    fn take_notes(&mut self) -> Vec<String> {
+        Vec::new()
+    }
     /// How many requests this source has made so far.
     fn requests(&self) -> u64 {
         self.request_counts().total()

@@ -214,11 +214,23 @@ pub fn read(state: &Path) -> Result<Journal> {
         return Ok(Journal::default());
     }
     let read = || -> std::io::Result<Option<Vec<u8>>> {
-        let Some(mut file) = open_regular(&path, OpenOptions::new().read(true))? else {
+        let opts = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .clone();
+        let Some(file) = open_regular(&path, &opts)? else {
             return Ok(None);
         };
-        let mut bytes = Vec::new();
-        std::io::Read::read_to_end(&mut file, &mut bytes)?;
+        let limit = super::limits::MAX_DECISIONS_BYTES;
+        let len = file.metadata()?.len();
+        if len > limit {
+            return Err(safe_fs::too_large_error(&path, len, limit));
+        }
+        let mut bytes = Vec::with_capacity(len as usize);
+        std::io::Read::read_to_end(&mut std::io::Read::take(file, limit + 1), &mut bytes)?;
+        if bytes.len() as u64 > limit {
+            return Err(safe_fs::too_large_error(&path, bytes.len() as u64, limit));
+        }
         Ok(Some(bytes))
     };
     match read() {
@@ -242,7 +254,7 @@ pub fn append(state: &Path, epoch: u64, line: &Line) -> Result<()> {
         let opts = OpenOptions::new()
             .read(true)
             .append(true)
-            .custom_flags(libc::O_NOFOLLOW)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
             .clone();
         let Some(mut file) = open_regular(&path, &opts)? else {
             return Ok(false);

@@ -74,15 +74,7 @@ impl Contents {
 
 pub fn read(state: &Path) -> Result<Contents> {
     let path = path_for(state);
-    let read = || -> std::io::Result<Option<Vec<u8>>> {
-        let Some(mut file) = safe_fs::open_read(&path)? else {
-            return Ok(None);
-        };
-        let mut bytes = Vec::new();
-        std::io::Read::read_to_end(&mut file, &mut bytes)?;
-        Ok(Some(bytes))
-    };
-    let bytes = match read() {
+    let bytes = match safe_fs::read_bounded(&path, super::limits::MAX_NOOPS_BYTES) {
         Ok(Some(b)) => b,
         Ok(None) => return Ok(Contents::default()),
         Err(e) => {

@@ -3,8 +3,12 @@
 //! A replaced file is written whole under a new temporary name created with
 //! `O_EXCL` (a random name: nothing can be planted at it in advance), given
 //! the mode and (as root) the owner of the file it replaces, fsynced and
-//! renamed into place. An appended file is opened with `O_NOFOLLOW`. A
-//! symbolic link where sentinel writes is refused, never followed.
+//! renamed into place. An appended or read file is opened with
+//! `O_NOFOLLOW | O_NONBLOCK` and checked to be a regular file before a byte
+//! moves: a symbolic link is refused, never followed, and a FIFO, a socket
+//! or a device (which any user can plant in a shared directory) is an error
+//! naming it, never an `open` or a `read` that waits forever. What is read
+//! is bounded before anything is allocated from it.
 
 use std::fs::{self, File, OpenOptions, Permissions};
 use std::io::{self, ErrorKind, Write};
@@ -18,6 +22,72 @@ pub fn link_error(path: &Path) -> io::Error {
          or point the option at the real file",
         path.display()
     ))
+}
+
+/// Why a file was refused: something else than a regular file stands there.
+pub fn special_error(path: &Path, what: &str) -> io::Error {
+    io::Error::other(format!(
+        "`{}` is {what}, not a regular file, and sentinel never reads or writes one (it could \
+         block a tick forever): remove it",
+        path.display()
+    ))
+}
+
+/// What a file type is, in the words of an error.
+fn kind_of(ft: fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if ft.is_fifo() {
+        "a FIFO"
+    } else if ft.is_socket() {
+        "a socket"
+    } else if ft.is_block_device() || ft.is_char_device() {
+        "a device"
+    } else if ft.is_dir() {
+        "a directory"
+    } else if ft.is_symlink() {
+        "a symbolic link"
+    } else {
+        "a special file"
+    }
+}
+
+/// `file` (opened from `path`) when it is a regular file; else the error
+/// that names what it is.
+pub fn regular(path: &Path, file: File) -> io::Result<File> {
+    let ft = file.metadata()?.file_type();
+    if ft.is_file() {
+        Ok(file)
+    } else {
+        Err(special_error(path, kind_of(ft)))
+    }
+}
+
+/// Why a file was not read: it is larger than sentinel ever writes it.
+pub fn too_large_error(path: &Path, len: u64, limit: u64) -> io::Error {
+    io::Error::other(format!(
+        "`{}` is {len} bytes, over the {limit} bytes sentinel ever writes there, so it was not \
+         read: it is damaged or not sentinel's; move it away",
+        path.display()
+    ))
+}
+
+/// The bytes of `path`, at most `limit` of them (checked on the open file
+/// before reading, and again while reading, since a file may grow); `None`
+/// when it is missing. A link, a FIFO, a socket or a device is an error.
+pub fn read_bounded(path: &Path, limit: u64) -> io::Result<Option<Vec<u8>>> {
+    let Some(file) = open_read(path)? else {
+        return Ok(None);
+    };
+    let len = file.metadata()?.len();
+    if len > limit {
+        return Err(too_large_error(path, len, limit));
+    }
+    let mut bytes = Vec::with_capacity(len as usize);
+    io::Read::read_to_end(&mut io::Read::take(file, limit + 1), &mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(too_large_error(path, bytes.len() as u64, limit));
+    }
+    Ok(Some(bytes))
 }
 
 /// Whether `path` itself (not what it points to) is a symbolic link.
@@ -118,10 +188,14 @@ pub fn open_append(path: &Path, like: Option<&Path>) -> io::Result<(File, bool)>
     let opened = OpenOptions::new()
         .append(true)
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path);
     match opened {
-        Ok(f) => return Ok((f, false)),
+        Ok(f) => return Ok((regular(path, f)?, false)),
+        // A FIFO nobody reads: opening it to write without blocking says so.
+        Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+            return Err(special_error(path, "a FIFO"));
+        }
         Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(link_error(path)),
         Err(e) if e.kind() == ErrorKind::NotFound => {}
         Err(e) => return Err(e),
@@ -134,7 +208,7 @@ pub fn open_append(path: &Path, like: Option<&Path>) -> io::Result<(File, bool)>
         .append(true)
         .read(true)
         .create_new(true)
-        .custom_flags(libc::O_NOFOLLOW)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path);
     let file = match created {
         Ok(f) => f,
@@ -146,14 +220,16 @@ pub fn open_append(path: &Path, like: Option<&Path>) -> io::Result<(File, bool)>
     Ok((file, true))
 }
 
-/// Open `path` to read, never through a link; `None` when it is missing.
+/// Open `path` to read, never through a link and never waiting (a FIFO
+/// with no writer would block `open`), and only when it is a regular file;
+/// `None` when it is missing.
 pub fn open_read(path: &Path) -> io::Result<Option<File>> {
     match OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)
     {
-        Ok(f) => Ok(Some(f)),
+        Ok(f) => Ok(Some(regular(path, f)?)),
         Err(e) if e.raw_os_error() == Some(libc::ELOOP) => Err(link_error(path)),
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e),
@@ -349,5 +425,40 @@ mod tests {
         // SAFETY: a valid C string.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
         assert_eq!(refusal(dir.path(), "p", 9), "it is a FIFO");
+    }
+
+    fn fifo(path: &Path) {
+        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    }
+
+    #[test]
+    fn a_fifo_is_refused_without_blocking_to_read_or_to_append() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x");
+        fifo(&path);
+        let err = open_read(&path).unwrap_err().to_string();
+        assert!(err.contains("is a FIFO, not a regular file"), "{err}");
+        assert!(err.contains(&format!("`{}`", path.display())), "{err}");
+        let err = open_append(&path, None).unwrap_err().to_string();
+        assert!(err.contains("FIFO"), "{err}");
+        let err = read_bounded(&path, 10).unwrap_err().to_string();
+        assert!(err.contains("FIFO"), "{err}");
+    }
+
+    #[test]
+    fn a_read_is_bounded_before_it_allocates() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x");
+        File::create(&path).unwrap().set_len(1 << 40).unwrap();
+        let err = read_bounded(&path, 1 << 20).unwrap_err().to_string();
+        assert!(
+            err.contains("is 1099511627776 bytes, over the 1048576"),
+            "{err}"
+        );
+        fs::write(&path, b"abc").unwrap();
+        assert_eq!(read_bounded(&path, 3).unwrap().unwrap(), b"abc");
+        assert!(read_bounded(&dir.path().join("none"), 3).unwrap().is_none());
     }
 }

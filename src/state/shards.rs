@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::io::{ErrorKind, Read};
+use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::files::{Bucket, Files, Saved, Slot, Summary, bucket_of};
+use super::limits;
 use super::safe_fs;
 use super::schema::{FileRecord, State};
 use super::store::sidecar;
@@ -96,17 +97,7 @@ pub fn attach(
             dir.display()
         );
     }
-    for saved in shards.iter().flatten() {
-        let shard = dir.join(format!("{}.json", saved.id));
-        if fs::symlink_metadata(&shard).is_err() {
-            bail!(
-                "shard `{}` named by state file `{}` is missing; the files were left untouched: restore the directory from a backup, or move the state and `{}` away to start over",
-                shard.display(),
-                path.display(),
-                dir.display()
-            );
-        }
-    }
+    check_counts(path, &dir, &layout, &shards)?;
     let loader_dir = dir.clone();
     let state_path = path.to_path_buf();
     state.files = Files {
@@ -129,6 +120,47 @@ pub fn attach(
     Ok(())
 }
 
+/// Every shard the manifest names is there, and the counts it claims are
+/// ones the shards on disk can hold: the records of the layout are those of
+/// the summaries, and no shard claims more records than its bytes can
+/// carry. Checked before anything is allocated from a count.
+fn check_counts(path: &Path, dir: &Path, layout: &Layout, shards: &[Option<Saved>]) -> Result<()> {
+    let damaged = |what: String| {
+        anyhow!(
+            "damaged state: state file `{}` {what}; the files were left untouched: restore them from a backup, or move the state and `{}` away to start over",
+            path.display(),
+            dir.display()
+        )
+    };
+    let mut total: u64 = 0;
+    for saved in shards.iter().flatten() {
+        let shard = dir.join(format!("{}.json", saved.id));
+        let Ok(meta) = fs::symlink_metadata(&shard) else {
+            return Err(damaged(format!(
+                "names shard `{}`, which is missing",
+                shard.display()
+            )));
+        };
+        // A link or a special file is refused when the shard is read.
+        if meta.is_file() && saved.summary.n as u64 > meta.len() / limits::MIN_RECORD_BYTES {
+            return Err(damaged(format!(
+                "counts {} records in shard `{}`, which has {} bytes",
+                saved.summary.n,
+                shard.display(),
+                meta.len()
+            )));
+        }
+        total = total.saturating_add(saved.summary.n as u64);
+    }
+    if layout.records as u64 != total {
+        return Err(damaged(format!(
+            "claims {} records where its shards count {total}",
+            layout.records
+        )));
+    }
+    Ok(())
+}
+
 /// Read and check one shard: its bytes must hash to its name.
 fn read_shard(dir: &Path, state: &Path, saved: &Saved, i: usize, of: usize) -> Result<Bucket> {
     let path = dir.join(format!("{}.json", saved.id));
@@ -139,11 +171,8 @@ fn read_shard(dir: &Path, state: &Path, saved: &Saved, i: usize, of: usize) -> R
             state.display()
         )
     };
-    let mut bytes = Vec::new();
-    match safe_fs::open_read(&path) {
-        Ok(Some(mut f)) => f
-            .read_to_end(&mut bytes)
-            .map_err(|e| damaged(format!("cannot be read: {e}")))?,
+    let bytes = match safe_fs::read_bounded(&path, limits::max_shard_bytes(saved.summary.n)) {
+        Ok(Some(b)) => b,
         Ok(None) => return Err(damaged("is missing".into())),
         Err(e) => return Err(damaged(format!("cannot be read: {e}"))),
     };
@@ -254,23 +283,24 @@ fn incremental(files: &Files) -> Vec<Option<Planned>> {
     out
 }
 
-/// A shard's bytes: one record, then one index entry, per line, every value
-/// redacted (reasons and error details come from peers).
+/// A shard's bytes: one record, then one index entry, per line. A record's
+/// words are redacted (reasons and error details come from peers); paths,
+/// the keys and the index, are data and written as they are.
 fn encode_shard(bucket: usize, of: usize, p: &Planned) -> Result<Vec<u8>> {
     let mut out = Vec::with_capacity(64 + p.files.len() * 320);
     out.extend_from_slice(format!("{{\"bucket\":{bucket},\"of\":{of},\"files\":{{").as_bytes());
     for (i, (path, r)) in p.files.iter().enumerate() {
         out.extend_from_slice(if i == 0 { b"\n" } else { b",\n" });
-        crate::redact::to_writer(&mut out, path)?;
+        serde_json::to_writer(&mut out, path)?;
         out.push(b':');
         crate::redact::to_writer(&mut out, r)?;
     }
     out.extend_from_slice(b"\n},\"importers\":{");
     for (i, (dep, list)) in p.importers.iter().enumerate() {
         out.extend_from_slice(if i == 0 { b"\n" } else { b",\n" });
-        crate::redact::to_writer(&mut out, dep)?;
+        serde_json::to_writer(&mut out, dep)?;
         out.push(b':');
-        crate::redact::to_writer(&mut out, list)?;
+        serde_json::to_writer(&mut out, list)?;
     }
     out.extend_from_slice(b"\n}}\n");
     Ok(out)

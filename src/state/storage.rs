@@ -31,7 +31,7 @@ pub trait Storage {
     /// Remove the decision journal once a state saved with `mark` holds it all.
     fn decisions_clear(&mut self, mark: JournalMark) -> Result<()>;
     /// The last admitted triggered start.
-    fn read_start(&mut self) -> Option<DateTime<Utc>>;
+    fn read_start(&mut self) -> Result<Option<DateTime<Utc>>>;
     fn write_start(&mut self, now: DateTime<Utc>) -> Result<()>;
     /// A report file (the Code Quality report), replaced atomically.
     fn write_report(&mut self, path: &Path, bytes: &[u8]) -> Result<()>;
@@ -93,7 +93,7 @@ impl Storage for FileStorage {
     fn decisions_clear(&mut self, mark: JournalMark) -> Result<()> {
         decisions::clear(&self.path, mark)
     }
-    fn read_start(&mut self) -> Option<DateTime<Utc>> {
+    fn read_start(&mut self) -> Result<Option<DateTime<Utc>>> {
         store::read_start(&self.path)
     }
     fn write_start(&mut self, now: DateTime<Utc>) -> Result<()> {
@@ -202,8 +202,8 @@ impl Storage for MemoryStorage {
         }
         Ok(())
     }
-    fn read_start(&mut self) -> Option<DateTime<Utc>> {
-        self.start
+    fn read_start(&mut self) -> Result<Option<DateTime<Utc>>> {
+        Ok(self.start)
     }
     fn write_start(&mut self, now: DateTime<Utc>) -> Result<()> {
         self.start = Some(now);

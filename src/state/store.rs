@@ -9,13 +9,14 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow, bail};
 use serde::Deserialize;
 
 use super::files::Saved;
+use super::limits;
 use super::safe_fs;
 use super::schema::{Header, SCHEMA, State};
 use super::shards::{self, Layout};
@@ -74,21 +75,7 @@ pub fn try_lock(state: &Path) -> Result<LockAttempt> {
         }
     }
     let path = sidecar(state, ".lock");
-    if safe_fs::is_link(&path) {
-        return Err(anyhow!(safe_fs::link_error(&path)));
-    }
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&path)
-        .with_context(|| {
-            format!(
-                "cannot open the lock file `{}`; check the permissions of its directory",
-                path.display()
-            )
-        })?;
+    let file = open_lock(&path)?;
     match file.try_lock() {
         Ok(()) => Ok(LockAttempt::Acquired(StateLock { file })),
         Err(fs::TryLockError::WouldBlock) => Ok(LockAttempt::Busy(path)),
@@ -96,6 +83,50 @@ pub fn try_lock(state: &Path) -> Result<LockAttempt> {
             Err(anyhow!(e).context(format!("cannot lock `{}`", path.display())))
         }
     }
+}
+
+/// Open `<state>.lock` read-write, created 0600, never through a link and
+/// never waiting (a FIFO there would block `open` forever), and only when it
+/// is the owner's own regular file: a lock another user owns, or one others
+/// may open to write, would let them hold it and make every tick busy.
+fn open_lock(path: &Path) -> Result<File> {
+    if safe_fs::is_link(path) {
+        return Err(anyhow!(safe_fs::link_error(path)));
+    }
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ENXIO) => anyhow!(safe_fs::special_error(path, "a FIFO")),
+            _ => anyhow!(
+                "cannot open the lock file `{}`: {e}; check the permissions of its directory, and that the lock is the file of the user running sentinel",
+                path.display()
+            ),
+        })?;
+    let file = safe_fs::regular(path, file).map_err(|e| anyhow!(e))?;
+    let meta = file.metadata()?;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if meta.uid() != me {
+        bail!(
+            "the lock file `{}` belongs to user {}, not to user {me} running sentinel: another user could hold it and make every tick busy; remove it (sentinel creates its own) or run sentinel as its owner",
+            path.display(),
+            meta.uid()
+        );
+    }
+    if meta.mode() & 0o022 != 0 {
+        bail!(
+            "the lock file `{}` is writable by its group or others (mode {:o}): another user could hold it and make every tick busy; `chmod 600` it",
+            path.display(),
+            meta.mode() & 0o7777
+        );
+    }
+    Ok(file)
 }
 
 /// What the first line of a document written by sentinel carries.
@@ -110,9 +141,9 @@ struct HeaderLine {
 /// Falls back to a full load when the fast layout does not match.
 pub fn load_header(path: &Path) -> Result<Option<Header>> {
     refuse_link(path)?;
-    let file = match File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+    let file = match safe_fs::open_read(path) {
+        Ok(Some(f)) => f,
+        Ok(None) => return Ok(None),
         Err(e) => return Err(open_error(path, e)),
     };
     let total = file.metadata().map_err(|e| open_error(path, e))?.len();
@@ -161,9 +192,9 @@ fn load_whole(path: &Path) -> Result<Option<State>> {
 /// first looked at (`files::Files`). `None` when the file is missing.
 pub fn load_lazy(path: &Path) -> Result<Option<State>> {
     refuse_link(path)?;
-    let bytes = match fs::read(path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+    let bytes = match safe_fs::read_bounded(path, limits::MAX_STATE_BYTES) {
+        Ok(Some(b)) => b,
+        Ok(None) => return Ok(None),
         Err(e) => return Err(open_error(path, e)),
     };
     match serde_json::from_slice::<State>(&bytes) {
@@ -248,13 +279,22 @@ fn open_error(path: &Path, e: std::io::Error) -> anyhow::Error {
     anyhow!("cannot read state file `{}`: {hint}", path.display())
 }
 
-/// The last admitted triggered start, from `<state>.start`; anything
-/// unreadable counts as none (an admission must never wedge a scheduler).
-pub fn read_start(state: &Path) -> Option<chrono::DateTime<chrono::Utc>> {
-    let text = fs::read_to_string(sidecar(state, ".start")).ok()?;
-    chrono::DateTime::parse_from_rfc3339(text.trim())
+/// The last admitted triggered start, from `<state>.start`; a missing file
+/// or one that does not hold a time counts as none (an admission must never
+/// wedge a scheduler). A FIFO, a device or an oversized file there is an
+/// error: reading it could block or flood the tick.
+pub fn read_start(state: &Path) -> Result<Option<chrono::DateTime<chrono::Utc>>> {
+    let path = sidecar(state, ".start");
+    let bytes = match safe_fs::read_bounded(&path, limits::MAX_START_BYTES) {
+        Ok(Some(b)) => b,
+        Ok(None) => return Ok(None),
+        Err(e) if e.kind() == ErrorKind::PermissionDenied => return Ok(None),
+        Err(e) => bail!("cannot read `{}`: {e}", path.display()),
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    Ok(chrono::DateTime::parse_from_rfc3339(text.trim())
         .ok()
-        .map(|t| t.with_timezone(&chrono::Utc))
+        .map(|t| t.with_timezone(&chrono::Utc)))
 }
 
 /// Remember an admitted triggered start (a sidecar: the state file is not
@@ -274,10 +314,11 @@ pub fn write_start(state: &Path, now: chrono::DateTime<chrono::Utc>) -> Result<(
 }
 
 /// The state-wide parts after the header: backlog, advisor, observations,
-/// every value redacted (reasons and error details come from peers).
+/// their words redacted (reasons and error details come from peers); the
+/// backlog is paths, data, written as it is.
 fn encode_common(state: &State, body: &mut Vec<u8>) -> Result<()> {
     body.extend_from_slice(b"\"backlog\":");
-    crate::redact::to_writer(&mut *body, &state.backlog)?;
+    serde_json::to_writer(&mut *body, &state.backlog)?;
     body.extend_from_slice(b",\n\"llm\":");
     crate::redact::to_writer(&mut *body, &state.llm)?;
     body.extend_from_slice(b",\n\"observations\":");
@@ -304,7 +345,7 @@ pub fn encode(state: &State) -> Result<Vec<u8>> {
     body.extend_from_slice(b",\n\"files\":{");
     for (i, (path, record)) in state.files.iter().enumerate() {
         body.extend_from_slice(if i == 0 { b"\n" } else { b",\n" });
-        crate::redact::to_writer(&mut body, path)?;
+        serde_json::to_writer(&mut body, path)?;
         body.push(b':');
         crate::redact::to_writer(&mut body, record)?;
     }
@@ -326,7 +367,7 @@ pub fn encode_manifest(
     body.extend_from_slice(b",\n\"shards\":[");
     for (i, s) in shards.iter().enumerate() {
         body.extend_from_slice(if i == 0 { b"\n" } else { b",\n" });
-        crate::redact::to_writer(&mut body, s)?;
+        serde_json::to_writer(&mut body, s)?;
     }
     body.extend_from_slice(b"\n]}\n");
     let mut header = state.header();

@@ -64,7 +64,7 @@ impl Work<'_> {
         if let Some(proxy) = &state.llm.proxy {
             advisor.assume_proxy(proxy);
         }
-        let call = advisor.ask(
+        let mut call = advisor.ask(
             &AdviceRequest {
                 path: &s.path,
                 role: s.role.as_str(),
@@ -103,6 +103,7 @@ impl Work<'_> {
         // Known to be a proxy now: counted as a paid call, not a local one.
         let settings = self.settings(state);
         let reserve = reserve.max(self.reservation(s, &settings));
+        self.refuse_secret_content(&s.path, &mut call);
         let before = state.llm.budget.clone();
         settle(state, &settings, &call, reserve, &model, self.cfg.now);
         settle_timed_out(state, signs.timed_out, reserve, self.cfg.now);
@@ -320,15 +321,47 @@ impl Work<'_> {
         }
     }
 
+    /// A proposed content carrying a secret's value is refused, never
+    /// altered (a changed secret breaks the code it is in) and never kept:
+    /// it is dropped before the journal or the state can hold it.
+    fn refuse_secret_content(&mut self, path: &str, call: &mut Call) {
+        let CallOutcome::Answered(a) = &mut call.outcome else {
+            return;
+        };
+        if !a
+            .content
+            .as_deref()
+            .is_some_and(crate::redact::holds_secret)
+        {
+            return;
+        }
+        a.content = None;
+        let why = crate::patch::secret_refusal(path);
+        self.notes.push(format!("patch {why}"));
+        self.writes.push(WriteLog {
+            kind: "patch",
+            target: path.to_string(),
+            ok: false,
+            detail: why,
+        });
+    }
+
     /// Commit a proposal's pending content to the sandbox branch. A failure
     /// keeps it pending for a later wake: one attempt per wake, no loop.
     /// The decision journal holds the intent before the commit and the
     /// commit id after it; without the intent nothing is committed.
     pub(super) fn commit_patch(&mut self, path: &str, proposal: &mut Proposal) {
-        // A secret is never committed, not even inside a file's new text.
-        let Some(content) = proposal.patch_pending.as_deref().map(crate::redact::text) else {
+        // Committed byte for byte: a content carrying a secret (a state
+        // written before they were refused) is refused, never altered.
+        let Some(content) = proposal.patch_pending.clone() else {
             return;
         };
+        if crate::redact::holds_secret(&content) {
+            self.notes
+                .push(format!("patch {}", crate::patch::secret_refusal(path)));
+            proposal.patch_pending = None;
+            return;
+        }
         if self.patcher.is_none() || self.patched_before(path, &content, proposal) {
             return;
         }

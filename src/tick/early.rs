@@ -87,7 +87,7 @@ pub(super) fn admit(cfg: &TickConfig, storage: &mut dyn Storage) -> Result<Optio
     if !cfg.trigger.is_triggered() {
         return Ok(None);
     }
-    let last = storage.read_start();
+    let last = storage.read_start()?;
     match admission::admit(cfg.trigger, last, cfg.min_interval, cfg.now) {
         admission::Admission::RateLimited { retry_after } => {
             let ms = retry_after.num_milliseconds();

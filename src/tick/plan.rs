@@ -121,7 +121,9 @@ impl Work<'_> {
     /// List the tree at `at` and make it the remembered one; `None` when the
     /// listing failed (noted). An incomplete listing is noted too.
     fn list(&mut self, state: &mut State, at: &str) -> Result<Option<Changed>> {
-        match self.source.listing(at) {
+        let listed = self.source.listing(at);
+        self.notes.extend(self.source.take_notes());
+        match listed {
             Ok(listing) => {
                 if let Some(why) = &listing.incomplete {
                     self.notes.push(format!(
@@ -142,7 +144,9 @@ impl Work<'_> {
     /// The paths changed between two heads: one compare call, the listing
     /// when that fails; then the rollback streaks of the range.
     fn follow(&mut self, state: &mut State, from: &str, to: &str) -> Result<Option<Changed>> {
-        let changed = match self.source.changes(from, to) {
+        let compared = self.source.changes(from, to);
+        self.notes.extend(self.source.take_notes());
+        let changed = match compared {
             Ok(changes) => Some(apply_changes(state, changes, self.cfg.now)),
             Err(e) => {
                 let e = self.fatal(e)?;

@@ -1462,7 +1462,7 @@ mod advisor {
             fn decisions_clear(&mut self, mark: JournalMark) -> Result<()> {
                 self.inner.decisions_clear(mark)
             }
-            fn read_start(&mut self) -> Option<DateTime<Utc>> {
+            fn read_start(&mut self) -> Result<Option<DateTime<Utc>>> {
                 self.inner.read_start()
             }
             fn write_start(&mut self, now: DateTime<Utc>) -> Result<()> {

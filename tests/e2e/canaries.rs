@@ -88,13 +88,14 @@ fn echo_gitlab(status: u16) -> Reply {
     )
 }
 
-/// An EVOLVE whose reason, finding and new content carry every secret.
+/// An EVOLVE whose reason and finding carry every secret (a content that
+/// carries one is refused, never committed: `hostile_local.rs`).
 fn evolve_echoing_secrets() -> openai::Reply {
     let answer = json!({
         "action": "EVOLVE",
-        "reason": format!("rotate {OA} and {GL}; Authorization: Bearer {OA}"),
+        "reason": format!("rotate {OA} and {GL} ({JOB});\nAuthorization: Bearer {OA}"),
         "findings": [{"line": 1, "severity": "major", "message": format!("hard-coded {ADMIN}")}],
-        "content": format!("// auth\nmodule.exports = '{JOB}';\n"),
+        "content": "// auth\nmodule.exports = 'rotated';\n",
     });
     openai::Reply::json(200, &completion(&answer.to_string(), None))
 }
@@ -301,12 +302,16 @@ fn an_agent_that_prints_the_secrets_it_was_given_leaks_none_of_them() {
     let scripts = sb.root().join("scripts");
     assert!(no_canary_in_files(&sb, &[&scripts], "the agent's tick") >= 3);
     assert!(fs::read_to_string(&page).unwrap().contains("***"));
-    // Its edit went to the sandbox branch, with the secret taken out.
-    let sandbox = sb
-        .repo
-        .git(&["log", "-p", "--format=%B", "sentinel-sandbox", "-1"]);
-    assert!(sandbox.contains("// a ***"), "{sandbox}");
-    assert!(!sandbox.contains(MARK), "{sandbox}");
+    // Its edit carries a secret: refused, never committed with the secret
+    // edited out.
+    assert!(
+        json["notes"]
+            .to_string()
+            .contains("carries the value of a secret sentinel holds"),
+        "{json}"
+    );
+    let sandbox = sb.repo.git(&["branch", "--list", "sentinel-sandbox"]);
+    assert_eq!(sandbox, "", "nothing was committed");
 }
 
 #[test]

@@ -773,7 +773,7 @@ fn an_unreadable_state_file_exits_1_naming_it_and_is_left_untouched() {
     set_mode(sb.root(), 0o755);
     let run_dir = sb.state.parent().unwrap().to_path_buf();
     set_mode(&run_dir, 0o777);
-    set_mode(&crate::util::sidecar(&sb.state, ".lock"), 0o666);
+    give_lock_to_nobody(&sb.state);
     set_mode(&sb.state, 0o000);
     let before = print_of(&sb.state);
     let named = format!("`{}`", sb.state.display());
@@ -808,6 +808,14 @@ fn an_unreadable_state_file_exits_1_naming_it_and_is_left_untouched() {
         assert_eq!(print_of(&sb.state), before, "{args:?} touched the state");
     }
     set_mode(&sb.state, 0o600);
+}
+
+/// The lock is its owner's (0600): a tick run as `nobody` needs a lock of
+/// its own, as a state of its own would have.
+fn give_lock_to_nobody(state: &std::path::Path) {
+    let lock = crate::util::sidecar(state, ".lock");
+    std::os::unix::fs::chown(&lock, Some(65534), Some(65534)).unwrap();
+    set_mode(&lock, 0o600);
 }
 
 /// `sentinel tick` at `now` as `nobody` (via `setpriv`), for the checks a
@@ -846,7 +854,7 @@ fn a_read_only_state_directory_at_save_time_exits_1_and_keeps_the_previous_state
     sb.repo.commit("edit a");
     if as_root {
         set_mode(sb.root(), 0o755);
-        set_mode(&crate::util::sidecar(&sb.state, ".lock"), 0o666);
+        give_lock_to_nobody(&sb.state);
         set_mode(&sb.state, 0o644);
     }
     set_mode(&dir, 0o555);
@@ -856,6 +864,11 @@ fn a_read_only_state_directory_at_save_time_exits_1_and_keeps_the_previous_state
         sb.tick(&at(2), &[])
     };
     set_mode(&dir, 0o755);
+    if as_root {
+        // The lock is root's again, for root's ticks below.
+        std::os::unix::fs::chown(crate::util::sidecar(&sb.state, ".lock"), Some(0), Some(0))
+            .unwrap();
+    }
     no_panic(&out);
     expect_code(&out, 1);
     let line = out.stderr_line();

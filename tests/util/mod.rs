@@ -418,12 +418,14 @@ impl Drop for HeldLock {
 
 /// Take `<state>.lock` as a running tick would.
 pub fn hold_lock(state: &Path) -> HeldLock {
+    use std::os::unix::fs::OpenOptionsExt;
     let path = sidecar(state, ".lock");
     fs::create_dir_all(path.parent().expect("lock directory")).expect("lock directory");
     let file = OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
+        .mode(0o600)
         .open(&path)
         .expect("open the lock file");
     file.try_lock().expect("take the lock");
