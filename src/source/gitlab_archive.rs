@@ -164,7 +164,7 @@ impl GitLabSource {
             }
             let mut response = request
                 .call()
-                .map_err(|e| transport_error(url_path(&url), e).to_string())?;
+                .map_err(|e| transport_error(&url_path(&url), e).to_string())?;
             let status = response.status().as_u16();
             match status {
                 200..=299 => return Ok(response),

@@ -39,7 +39,7 @@ impl Work<'_> {
         };
         // An agent known not to start reserves nothing: the tick stops here.
         if let Some(e) = self.advisor.as_ref().and_then(|a| a.fatal()) {
-            anyhow::bail!("{e} (nothing was saved)");
+            anyhow::bail!("{e} {}", self.not_saved());
         }
         let call_seq = match self.reserve_call(s, reserve) {
             Ok(seq) => seq.unwrap_or_default(),
@@ -94,8 +94,8 @@ impl Work<'_> {
             anyhow::bail!("{e} {}", self.not_saved());
         }
         let moved = advisor.moved_refs();
-        self.agent_moved(state, &s.path, &moved);
         let signs = advisor.signs();
+        self.agent_moved(state, &s.path, &moved);
         if let Some(proxy) = signs.proxy {
             state.llm.proxy = Some(proxy.to_string());
         }
