@@ -122,6 +122,7 @@ pub fn run(cfg: &TickConfig, fx: &mut Effects) -> Result<TickReport> {
         anyhow::bail!("{e} {}", work.not_saved());
     }
     let queue = work.queue(&mut state, wanted);
+    work.prepare_sandbox(&mut state);
     let files = work.judge(&mut state, &queue)?;
     let done = work.finish(&mut state, spent, &files);
 
@@ -184,6 +185,10 @@ struct Work<'a> {
     writes: Vec<WriteLog>,
     /// Sandbox commits of this tick, in the order they were made.
     sandbox_added: Vec<(String, String)>,
+    /// The watched tip the sandbox was carried to before judging, and
+    /// whether that rebuilt it.
+    sandbox_tip: Option<String>,
+    sandbox_rebuilt: bool,
     evidence: &'a str,
     fresh: u64,
     reads: u64,
@@ -299,6 +304,8 @@ impl<'a> Work<'a> {
             ledger: ledger::Ledger::default(),
             writes: Vec::new(),
             sandbox_added: Vec::new(),
+            sandbox_tip: None,
+            sandbox_rebuilt: false,
             evidence: &cfg.evidence,
             fresh: 0,
             reads: 0,

@@ -75,63 +75,44 @@ impl Work<'_> {
         let added = std::mem::take(&mut self.sandbox_added);
         let patcher = self.patcher.as_mut()?;
         let want = wanted(state, &added);
-        let had = state
-            .llm
-            .sandbox
-            .as_ref()
-            .is_some_and(|c| !c.commits.is_empty());
+        // Carried before judging, or a merge request still to close.
+        let had = self.sandbox_tip.is_some()
+            || state
+                .llm
+                .sandbox
+                .as_ref()
+                .is_some_and(|c| !c.commits.is_empty() || c.merge_request.is_some());
         if want.is_empty() && !had {
             return None;
         }
         let target = patcher.target();
-        let fail = |detail: String| WriteLog {
-            kind: "sandbox",
-            target: target.clone(),
-            ok: false,
-            detail,
+        // The tip the sandbox was carried to before judging, if it was.
+        let tip = match self.sandbox_tip.take() {
+            Some(tip) => Ok(Some(tip)),
+            None => patcher.watched_tip(),
         };
-        let base = match patcher.watched_tip() {
-            Ok(Some(tip)) => tip,
+        let built = match tip {
+            Ok(Some(base)) => self
+                .commits_on(state, &base, want, &added)
+                .map(|c| (base, c)),
             Ok(None) => return None,
-            Err(why) => {
-                self.writes.push(fail(format!(
-                    "cannot find the watched tip to rebuild on: {why}; tried again on the next wake"
-                )));
+            Err(why) => Err(format!(
+                "cannot find the watched tip to rebuild on: {why}; tried again on the next wake"
+            )),
+        };
+        let (base, (commits, rebuilt)) = match built {
+            Ok(built) => built,
+            Err(detail) => {
+                self.writes.push(WriteLog {
+                    kind: "sandbox",
+                    target,
+                    ok: false,
+                    detail,
+                });
                 return None;
             }
         };
-        let as_built = state.llm.sandbox.as_ref().filter(|c| c.base == base);
-        let unchanged = as_built.is_some_and(|c| {
-            c.commits
-                .iter()
-                .chain(added.iter())
-                .cloned()
-                .collect::<Vec<_>>()
-                == want
-        });
-        let commits = if unchanged {
-            want
-        } else {
-            let chain: Vec<Carried> = want
-                .iter()
-                .map(|(path, from)| Carried {
-                    path: path.clone(),
-                    from: from.clone(),
-                    message: message(state, path),
-                })
-                .collect();
-            match patcher.rebuild(&base, &chain) {
-                Ok(made) => self.rebuilt(state, want, made),
-                Err(why) => {
-                    self.writes.push(fail(format!(
-                        "not rebuilt on {}: {why}; tried again on the next wake",
-                        short_id(&base)
-                    )));
-                    return None;
-                }
-            }
-        };
-        let report = SandboxReport {
+        let mut report = SandboxReport {
             target: target.clone(),
             base: base.clone(),
             commits: commits
@@ -141,7 +122,7 @@ impl Work<'_> {
                     commit: commit.clone(),
                 })
                 .collect(),
-            rebuilt: !unchanged,
+            rebuilt: rebuilt || std::mem::take(&mut self.sandbox_rebuilt),
             added: added.len(),
             merge: self.patcher.as_ref().and_then(|p| p.merge_hint()),
             merge_request: None,
@@ -152,7 +133,6 @@ impl Work<'_> {
             commits,
             ..kept
         });
-        let mut report = report;
         report.merge_request = self.review(state);
         if report.rebuilt {
             self.writes.push(WriteLog {
@@ -166,6 +146,72 @@ impl Work<'_> {
             self.notes.push(note(&report));
         }
         Some(report)
+    }
+
+    /// Before judging: carry the open proposals to the watched tip, so that
+    /// this tick's new commits land on it and are not made twice.
+    pub(super) fn prepare_sandbox(&mut self, state: &mut State) {
+        let Some(patcher) = self.patcher.as_mut() else {
+            return;
+        };
+        let want = wanted(state, &[]);
+        let had = state
+            .llm
+            .sandbox
+            .as_ref()
+            .is_some_and(|c| !c.commits.is_empty());
+        if want.is_empty() && !had {
+            return;
+        }
+        let Ok(Some(base)) = patcher.watched_tip() else {
+            // Said by `follow_sandbox`, which asks again.
+            return;
+        };
+        if let Ok((commits, rebuilt)) = self.commits_on(state, &base, want, &[]) {
+            let kept = state.llm.sandbox.take().unwrap_or_default();
+            state.llm.sandbox = Some(SandboxChain {
+                base: base.clone(),
+                commits,
+                ..kept
+            });
+            self.sandbox_rebuilt = rebuilt;
+            self.sandbox_tip = Some(base);
+        }
+    }
+
+    /// The sandbox's commits on `base`, and whether they were rebuilt: the
+    /// sandbox as built with this tick's commits on top when that is what
+    /// is wanted, else a rebuild. `Err` says why it failed.
+    fn commits_on(
+        &mut self,
+        state: &mut State,
+        base: &str,
+        want: Vec<(String, String)>,
+        added: &[(String, String)],
+    ) -> Result<(Vec<(String, String)>, bool), String> {
+        let as_built = state.llm.sandbox.as_ref().filter(|c| c.base == base);
+        let physical = as_built.map(|c| c.commits.iter().chain(added).cloned().collect::<Vec<_>>());
+        if physical.as_ref() == Some(&want) {
+            return Ok((want, false));
+        }
+        let chain: Vec<Carried> = want
+            .iter()
+            .map(|(path, from)| Carried {
+                path: path.clone(),
+                from: from.clone(),
+                message: message(state, path),
+            })
+            .collect();
+        let Some(patcher) = self.patcher.as_mut() else {
+            return Err("no sandbox".into());
+        };
+        match patcher.rebuild(base, &chain) {
+            Ok(made) => Ok((self.rebuilt(state, want, made), true)),
+            Err(why) => Err(format!(
+                "not rebuilt on {}: {why}; tried again on the next wake",
+                short_id(base)
+            )),
+        }
     }
 
     /// Open, edit or close the merge request when the open proposals

@@ -185,14 +185,17 @@ fn over_the_gitlab_api_patches_go_to_the_sandbox_branch_and_never_wake_it() {
     }
     let wakes = codes.iter().filter(|c| (10..=17).contains(*c)).count();
     assert_eq!(wakes, 2, "{codes:?}");
-    // Three commits through the API: both files at the first run, b.js again
-    // at half past; each on the sandbox branch.
+    // Four commits through the API: both files at the first run; at half
+    // past, auth.js carried to the new tip (b.js changed, so its proposal
+    // is dropped), then b.js's new proposal on top.
     let posts: Vec<_> = gl
         .requests_to(Endpoint::Commits)
         .into_iter()
         .filter(|r| r.method == "POST")
         .collect();
-    assert_eq!(posts.len(), 3);
+    assert_eq!(posts.len(), 4);
+    sb.repo
+        .git(&["merge-base", "--is-ancestor", "main", "sentinel-sandbox"]);
     let log = sb.repo.git(&["log", "--format=%s", "sentinel-sandbox"]);
     assert!(
         log.contains("sentinel: proposed change to libs/shared/auth.js"),
