@@ -201,6 +201,16 @@ impl Secrets {
         scrub_headers(&out)
     }
 
+    /// Whether `text` holds no secret in any spelling and no credential
+    /// header's name: `text` then leaves it, and every part of it, as it is.
+    fn nothing_in(&self, text: &str) -> bool {
+        if self.needles.iter().any(|n| text.contains(n.as_str())) {
+            return false;
+        }
+        let lower = text.to_ascii_lowercase();
+        !HEADERS.iter().any(|h| lower.contains(h))
+    }
+
     /// `value` as JSON text with its words redacted (`words`), in the field
     /// order of its type. The text is cleaned in place when that gives
     /// exactly the redacted value; otherwise (a secret in a data field, or
@@ -269,6 +279,14 @@ fn registered() -> &'static Secrets {
 /// Text on its way out, redacted.
 pub fn text(text: &str) -> String {
     registered().text(text)
+}
+
+/// Whether redacting `text`, or any part of it, changes nothing: it holds
+/// no secret in any registered spelling and no credential header's name.
+/// A document that passes can be written as serialised, whole: what the
+/// redaction of each of its values would have written is the same text.
+pub fn nothing_to_redact(text: &str) -> bool {
+    registered().nothing_in(text)
 }
 
 /// Whether `text` carries a registered secret: a content that does is
@@ -441,6 +459,22 @@ mod tests {
 
     fn secrets() -> Secrets {
         Secrets::new(["glpat-canary/Token+1".to_string()])
+    }
+
+    #[test]
+    fn a_document_passes_whole_only_when_no_part_of_it_would_be_redacted() {
+        let s = secrets();
+        let clean = r#"{"a":{"reason":"fine"},"b":{"reason":"also fine"}}"#;
+        assert!(s.nothing_in(clean));
+        assert_eq!(s.text(clean), clean);
+        for dirty in [
+            r#"{"a":{"reason":"glpat-canary/Token+1"}}"#,
+            r#"{"a":{"reason":"glpat-canary%2FToken%2B1"}}"#,
+            r#"{"a":{"reason":"PRIVATE-TOKEN: abc"}}"#,
+            r#"{"a":{"reason":"an authorization header"}}"#,
+        ] {
+            assert!(!s.nothing_in(dirty), "{dirty}");
+        }
     }
 
     #[test]

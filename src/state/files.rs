@@ -102,7 +102,9 @@ impl DirFilter {
             .map(|i| u64::from_str_radix(hex.get(i * 16..(i + 1) * 16)?, 16).ok())
             .collect();
         match words {
-            Some(w) if hex.len() >= 64 && hex.len() % 16 == 0 && w.len().is_power_of_two() => {
+            Some(w)
+                if hex.len() >= 64 && hex.len().is_multiple_of(16) && w.len().is_power_of_two() =>
+            {
                 DirFilter(w)
             }
             _ => DirFilter(vec![u64::MAX; 4]),

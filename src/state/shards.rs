@@ -200,17 +200,18 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// A bucket as it will be saved.
-struct Planned {
-    files: BTreeMap<String, FileRecord>,
+/// A bucket as it will be saved: its records (borrowed, in path order: a
+/// first run would otherwise copy every record once more) and its index.
+struct Planned<'a> {
+    files: Vec<(&'a String, &'a FileRecord)>,
     importers: BTreeMap<String, Vec<String>>,
 }
 
 /// Every bucket rebuilt from all the records, under `buckets` buckets.
-fn rebuild(files: &Files, buckets: usize) -> Vec<Option<Planned>> {
+fn rebuild(files: &Files, buckets: usize) -> Vec<Option<Planned<'_>>> {
     let mut out: Vec<Planned> = (0..buckets)
         .map(|_| Planned {
-            files: BTreeMap::new(),
+            files: Vec::new(),
             importers: BTreeMap::new(),
         })
         .collect();
@@ -224,9 +225,7 @@ fn rebuild(files: &Files, buckets: usize) -> Vec<Option<Planned>> {
                 list.push(path.clone());
             }
         }
-        out[bucket_of(path, buckets)]
-            .files
-            .insert(path.clone(), r.clone());
+        out[bucket_of(path, buckets)].files.push((path, r));
     }
     for p in &mut out {
         for list in p.importers.values_mut() {
@@ -238,7 +237,7 @@ fn rebuild(files: &Files, buckets: usize) -> Vec<Option<Planned>> {
 
 /// Only the loaded buckets, and those whose part of the index changes with
 /// the dependencies of the loaded records; `None` for a bucket kept as saved.
-fn incremental(files: &Files) -> Vec<Option<Planned>> {
+fn incremental(files: &Files) -> Vec<Option<Planned<'_>>> {
     let n = files.buckets();
     // (dependency, importer, added) for each change of a loaded record's deps.
     let mut changes: Vec<(String, String, bool)> = Vec::new();
@@ -262,7 +261,7 @@ fn incremental(files: &Files) -> Vec<Option<Planned>> {
     for i in touched {
         let b = files.bucket(i);
         out[i] = Some(Planned {
-            files: b.files.clone(),
+            files: b.files.iter().collect(),
             importers: b.importers.clone(),
         });
     }
@@ -285,15 +284,33 @@ fn incremental(files: &Files) -> Vec<Option<Planned>> {
 
 /// A shard's bytes: one record, then one index entry, per line. A record's
 /// words are redacted (reasons and error details come from peers); paths,
-/// the keys and the index, are data and written as they are.
+/// the keys and the index, are data and written as they are. The shard is
+/// serialised whole first; only one that holds something to redact is
+/// written again record by record.
 fn encode_shard(bucket: usize, of: usize, p: &Planned) -> Result<Vec<u8>> {
+    let raw = shard_json(bucket, of, p, false)?;
+    if std::str::from_utf8(&raw).is_ok_and(crate::redact::nothing_to_redact) {
+        return Ok(raw);
+    }
+    shard_json(bucket, of, p, true)
+}
+
+fn shard_json(bucket: usize, of: usize, p: &Planned, redacted: bool) -> Result<Vec<u8>> {
+    fn put<T: Serialize + ?Sized>(out: &mut Vec<u8>, v: &T, redacted: bool) -> Result<()> {
+        if redacted {
+            crate::redact::to_writer(&mut *out, v)?;
+        } else {
+            serde_json::to_writer(&mut *out, v)?;
+        }
+        Ok(())
+    }
     let mut out = Vec::with_capacity(64 + p.files.len() * 320);
     out.extend_from_slice(format!("{{\"bucket\":{bucket},\"of\":{of},\"files\":{{").as_bytes());
     for (i, (path, r)) in p.files.iter().enumerate() {
         out.extend_from_slice(if i == 0 { b"\n" } else { b",\n" });
         serde_json::to_writer(&mut out, path)?;
         out.push(b':');
-        crate::redact::to_writer(&mut out, r)?;
+        put(&mut out, *r, redacted)?;
     }
     out.extend_from_slice(b"\n},\"importers\":{");
     for (i, (dep, list)) in p.importers.iter().enumerate() {
@@ -398,7 +415,8 @@ fn summarise(
     path: &Path,
 ) -> Result<Summary> {
     if let Some(rules) = files.rules() {
-        return Ok(Summary::of(plan.files.iter(), &files.locks, rules));
+        let records = plan.files.iter().map(|(p, r)| (*p, *r));
+        return Ok(Summary::of(records, &files.locks, rules));
     }
     match &files.slots[i].saved {
         Some(saved) if unchanged => Ok(saved.summary.clone()),

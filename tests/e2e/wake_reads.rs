@@ -148,3 +148,43 @@ fn a_file_added_where_an_unresolved_import_points_resolves_it() {
     // import (f13 imports ./missing13, which is still not there).
     assert_eq!(judged(&out), [added, format!("{WATCHED}/d0/f3.js")]);
 }
+
+/// The autonomy triggers the manifest's header keeps, as (path, kind).
+fn header_triggers(sb: &Sandbox) -> Vec<(String, String)> {
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&fs::read(&sb.state).unwrap()).unwrap();
+    manifest["autonomy_triggers"]
+        .as_array()
+        .map(|ts| {
+            ts.iter()
+                .map(|t| {
+                    let s = |k: &str| t[k].as_str().unwrap().to_string();
+                    (s("path"), s("kind"))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_trigger_fixed_by_a_wake_leaves_the_header_and_the_list_is_filled_again() {
+    let sb = with_unresolved_imports(2000);
+    let on = ["--autonomy", "controlled"];
+    expect_code(&sb.tick(&at(0), &on), 10);
+    let before = header_triggers(&sb);
+    assert_eq!(before.len(), 50, "{before:?}");
+    // Fix the first file the list names: its import goes.
+    let (fixed, kind) = before[0].clone();
+    assert_eq!(kind, "dependency_drift");
+    sb.repo.write(&fixed, "// fixed\n");
+    sb.repo.commit("fix one import");
+    expect_code(&sb.tick(&at(2), &on), 12);
+    let after = header_triggers(&sb);
+    assert!(!after.iter().any(|(p, _)| *p == fixed), "{after:?}");
+    assert_eq!(after.len(), 50, "filled again: {after:?}");
+    assert_eq!(
+        after[..49],
+        before[1..],
+        "the others are kept, in path order"
+    );
+}
