@@ -16,7 +16,7 @@ use crate::llm::worktree::Worktree;
 use crate::report::{self, explain, stats};
 use crate::source::Source;
 use crate::source::git::GitSource;
-use crate::source::gitlab::{DEFAULT_MAX_ARCHIVE_BYTES, GitLabSource};
+use crate::source::gitlab::GitLabSource;
 use crate::state::{journal, store};
 use crate::tick::{self, AdvisorSettings, TickConfig};
 use std::time::Duration;
@@ -71,18 +71,14 @@ pub(crate) fn make_source(
     args: &SourceArgs,
     env: &Environment,
 ) -> Result<(Box<dyn Source>, String)> {
-    build_source(args.choose(env)?, DEFAULT_MAX_ARCHIVE_BYTES)
+    build_source(args.choose(env)?)
 }
 
-fn build_source(choice: SourceChoice, max_archive: u64) -> Result<(Box<dyn Source>, String)> {
+fn build_source(choice: SourceChoice) -> Result<(Box<dyn Source>, String)> {
     let rev = choice.rev();
     let source: Box<dyn Source> = match choice {
         SourceChoice::Git { repo, branch, path } => Box::new(GitSource::new(repo, branch, path)),
-        SourceChoice::Gitlab(cfg) => Box::new(
-            GitLabSource::new(cfg)
-                .map_err(|e| anyhow!("{e}"))?
-                .with_max_archive_bytes(max_archive),
-        ),
+        SourceChoice::Gitlab(cfg) => Box::new(GitLabSource::new(cfg).map_err(|e| anyhow!("{e}"))?),
     };
     Ok((source, rev))
 }
@@ -108,7 +104,16 @@ fn run_tick(args: TickArgs) -> Result<u8> {
         SourceChoice::Gitlab(_) => DEFAULT_GITLAB_MAX_READS,
         SourceChoice::Git { .. } => 0,
     });
-    let (mut source, rev) = build_source(choice, args.max_archive_bytes)?;
+    let rev = choice.rev();
+    let mut source: Box<dyn crate::source::Source> = match choice {
+        // Only a tick downloads archives, within its --max-archive-bytes.
+        SourceChoice::Gitlab(cfg) => Box::new(
+            crate::source::gitlab::GitLabSource::new(cfg)
+                .map_err(|e| anyhow!("{e}"))?
+                .with_max_archive_bytes(args.max_archive_bytes),
+        ),
+        other => build_source(other)?.0,
+    };
     let cfg = tick_config(&args, &env, advisor_on, rev, max_reads)?;
     // A dry run calls no model and runs no agent.
     let mut advisor = (advisor_on && !args.dry_run)
