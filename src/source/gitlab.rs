@@ -100,6 +100,8 @@ struct Reply {
 
 pub struct GitLabSource {
     agent: ureq::Agent,
+    /// The repository archive: many files in one request.
+    archive: archive::Archive,
     cfg: GitLabConfig,
     /// `scheme://host:port` of the base: the only place the token goes.
     origin: String,
@@ -107,8 +109,6 @@ pub struct GitLabSource {
     waits: Vec<u64>,
     /// Commits of the last compare, kept for the rollback lookup.
     last_compare: Option<(String, String, Vec<CompareCommit>)>,
-    /// The repository archive: many files in one request.
-    archive: archive::Archive,
 }
 
 #[derive(Deserialize)]
@@ -198,12 +198,12 @@ impl GitLabSource {
             crate::http::agent(cfg.timeout, cfg.ca_file.as_deref()).map_err(SourceError::Config)?;
         Ok(GitLabSource {
             agent,
+            archive: archive::Archive::new(DEFAULT_MAX_ARCHIVE_BYTES),
             cfg,
             origin,
             counts: RequestCounts::default(),
             waits: Vec::new(),
             last_compare: None,
-            archive: archive::Archive::new(DEFAULT_MAX_ARCHIVE_BYTES),
         })
     }
 
@@ -812,6 +812,14 @@ impl Source for GitLabSource {
         Ok(body)
     }
 
+    fn gather(&mut self, at: &str, blobs: &[String], limit: u64, tracked: usize) -> Vec<String> {
+        self.gather_archive(at, blobs, limit, tracked)
+    }
+
+    fn holds(&self, blob: &str) -> bool {
+        self.archive.holds(blob)
+    }
+
     fn reverts(&mut self, from: &str, to: &str) -> Result<Vec<Vec<String>>, SourceError> {
         let commits = match &self.last_compare {
             Some((f, t, commits)) if f == from && t == to => commits.clone(),
@@ -844,14 +852,6 @@ impl Source for GitLabSource {
             out.push(paths);
         }
         Ok(out)
-    }
-
-    fn gather(&mut self, at: &str, blobs: &[String], limit: u64, tracked: usize) -> Vec<String> {
-        self.gather_archive(at, blobs, limit, tracked)
-    }
-
-    fn holds(&self, blob: &str) -> bool {
-        self.archive.holds(blob)
     }
 
     fn request_counts(&self) -> RequestCounts {
