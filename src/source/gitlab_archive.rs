@@ -15,8 +15,8 @@ use std::io::{self, Read};
 use std::rc::Rc;
 use std::time::Duration;
 
+use super::read_body;
 use super::{GitLabSource, Kind, MAX_REDIRECTS, SourceError, encode, gitlab_message, origin_of};
-use super::{read_body, transport_error, url_path};
 
 /// The default of `--max-archive-bytes`: the most bytes one archive
 /// download may bring, compressed and unpacked alike.
@@ -162,9 +162,12 @@ impl GitLabSource {
             if let Some(token) = &self.cfg.token {
                 request = request.header("PRIVATE-TOKEN", token.expose());
             }
-            let mut response = request
-                .call()
-                .map_err(|e| transport_error(&url_path(&url), e).to_string())?;
+            let mut response = request.call().map_err(|e| {
+                format!(
+                    "the download failed ({})",
+                    crate::http::transport_message(&e)
+                )
+            })?;
             let status = response.status().as_u16();
             match status {
                 200..=299 => return Ok(response),
