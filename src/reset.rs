@@ -259,6 +259,26 @@ mod tests {
     }
 
     #[test]
+    fn a_reset_stuck_file_waits_in_the_backlog_once() {
+        let mut state = State::new();
+        let mut stuck = waiting(Outcome::Stuck, None);
+        stuck.stuck = true;
+        stuck.rewrites = vec![now(); 3];
+        state.files.insert("a.js".into(), stuck);
+        let req = Request {
+            paths: vec!["a.js".into(), "a.js".into()],
+            ..Request::default()
+        };
+        let done = apply(&mut state, &req, now()).unwrap();
+        assert!(
+            done.lines[0].ends_with("the next tick hands it over"),
+            "{done:?}"
+        );
+        assert_eq!(state.backlog, ["a.js"]);
+        assert!(!state.files["a.js"].stuck && state.files["a.js"].rewrites.is_empty());
+    }
+
+    #[test]
     fn nothing_to_reset_is_said_and_changes_nothing() {
         let mut state = State::new();
         state
