@@ -174,25 +174,23 @@ pub fn run(
     if let Some(p) = pidfile {
         end_leftover(p);
     }
-    let token = run_token();
+    let run = RunName::new();
     // Named before it starts, so even a sentinel killed at once leaves the
-    // run's marker to find; the pid (its group) once it is known.
+    // run's marker to find. Not synced: a machine that went down took the
+    // run's processes with it.
     if let Some(p) = pidfile {
-        let _ = crate::state::safe_fs::replace(p, format!("0 {token}\n").as_bytes(), None);
+        let _ = name_run(p, &run);
     }
-    cmd.env(MARKER, &token)
+    cmd.env(MARKER, &run.token)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
     let mut child = cmd.spawn()?;
     let pid = child.id() as i32;
-    if let Some(p) = pidfile {
-        let _ = crate::state::safe_fs::replace(p, format!("{pid} {token}\n").as_bytes(), None);
-    }
     let mut io = Pump::new(&mut child, input, limits);
     let ended = io.until_done(&mut child, limits.timeout);
-    end_tree(pid, &token);
+    end_tree(pid, &run);
     let ended = match ended {
         Some(e) => e,
         None => match child.wait() {
@@ -460,27 +458,64 @@ fn pidfd_open(pid: i32) -> Option<OwnedFd> {
     (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
-/// End the run of `pid` (the leader of the agent's group) and everything
-/// it started: the group, every process carrying the run's marker, and, as
-/// the subreaper, every child of sentinel's still alive and what is below it.
-fn end_tree(pid: i32, token: &str) {
-    // SAFETY: kill(2) with a negative pid signals that process group.
-    unsafe { libc::kill(-pid, libc::SIGKILL) };
-    end_marked(token);
-    if SUBREAPER.load(Ordering::SeqCst) {
-        reap_all_children(pid);
+/// A run's name: the value of its marker, and when it began in the clock
+/// ticks since boot `/proc/<pid>/stat` counts start times in. Only a
+/// process started since is looked at for the marker.
+struct RunName {
+    token: String,
+    since: u64,
+}
+
+impl RunName {
+    fn new() -> RunName {
+        RunName {
+            token: run_token(),
+            // A second early: the two clocks are read at different moments.
+            since: ticks_since_boot().saturating_sub(clock_ticks_per_second()),
+        }
     }
 }
 
-/// Kill every child of sentinel's but the agent (its `Child` reaps it) and
-/// every process below them, and reap them, until none is left.
-fn reap_all_children(agent: i32) {
+fn ticks_since_boot() -> u64 {
+    let uptime = std::fs::read_to_string("/proc/uptime").unwrap_or_default();
+    let secs: f64 = uptime
+        .split_whitespace()
+        .next()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0.0);
+    (secs * clock_ticks_per_second() as f64) as u64
+}
+
+fn clock_ticks_per_second() -> u64 {
+    // SAFETY: sysconf with a constant name.
+    unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64
+}
+
+/// End the run of `pid` (the leader of the agent's group) and everything
+/// it started: the group, every process carrying the run's marker, and, as
+/// the subreaper, every process of another group re-parented to sentinel.
+fn end_tree(pid: i32, run: &RunName) {
+    // SAFETY: kill(2) with a negative pid signals that process group.
+    unsafe { libc::kill(-pid, libc::SIGKILL) };
+    end_marked(run);
+    if SUBREAPER.load(Ordering::SeqCst) {
+        reap_orphans(pid);
+    }
+}
+
+/// Kill and reap every child of sentinel's outside sentinel's own process
+/// group (the agent's leftovers: its group, or a session of their own) and
+/// every process below them, until none is left. sentinel's own children
+/// (a `git` a reading thread runs) stay in its group and are left alone.
+fn reap_orphans(agent: i32) {
     let me = std::process::id() as i32;
+    // SAFETY: getpgrp cannot fail.
+    let mine = unsafe { libc::getpgrp() };
     for _ in 0..64 {
         let table = processes();
         let kids: Vec<i32> = table
             .iter()
-            .filter(|p| p.ppid == me && p.pid != agent)
+            .filter(|p| p.ppid == me && p.pid != agent && p.pgid != mine)
             .map(|p| p.pid)
             .collect();
         if kids.is_empty() {
@@ -515,43 +550,52 @@ fn below(table: &[Proc], roots: &[i32]) -> Vec<i32> {
     out
 }
 
+#[derive(Debug, PartialEq)]
 struct Proc {
     pid: i32,
     ppid: i32,
+    pgid: i32,
+    /// Clock ticks after boot.
+    start: u64,
 }
 
-/// Every process's pid and parent, from `/proc/<pid>/stat`.
+/// Every process, from `/proc/<pid>/stat`.
 fn processes() -> Vec<Proc> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
     dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
         .filter_map(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            Some(Proc {
+            parse_stat(
                 pid,
-                ppid: ppid_of(&stat)?,
-            })
+                &std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?,
+            )
         })
         .collect()
 }
 
-/// The parent in a `/proc/<pid>/stat` line: the second field after the
-/// command name, which may itself hold spaces and parentheses.
-fn ppid_of(stat: &str) -> Option<i32> {
+/// A `/proc/<pid>/stat` line: the fields after the command name, which may
+/// itself hold spaces and parentheses, are state, ppid, pgrp, ..., and the
+/// 20th is the start time.
+fn parse_stat(pid: i32, stat: &str) -> Option<Proc> {
     let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(1)?.parse().ok()
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    Some(Proc {
+        pid,
+        ppid: fields.get(1)?.parse().ok()?,
+        pgid: fields.get(2)?.parse().ok()?,
+        start: fields.get(19)?.parse().ok()?,
+    })
 }
 
-/// The processes whose environment names the run `token`.
-fn carrying(token: &str) -> Vec<i32> {
-    let needle = format!("{MARKER}={token}");
+/// The processes started since the run began whose environment names it.
+fn carrying(run: &RunName) -> Vec<i32> {
+    let needle = format!("{MARKER}={}", run.token);
     let me = std::process::id() as i32;
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| *pid != me && environ_has(*pid, &needle))
+    processes()
+        .into_iter()
+        .filter(|p| p.start >= run.since && p.pid != me && environ_has(p.pid, &needle))
+        .map(|p| p.pid)
         .collect()
 }
 
@@ -566,9 +610,26 @@ fn environ_has(pid: i32, entry: &str) -> bool {
     env.split(|b| *b == 0).any(|e| e == entry.as_bytes())
 }
 
+/// Write the run's name at `path`, never through a link, readable by
+/// sentinel's user only.
+fn name_run(path: &Path, run: &RunName) -> io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(io::Error::other("not a regular file"));
+    }
+    f.write_all(format!("{} {}\n", run.token, run.since).as_bytes())
+}
+
 /// End what a run named in `pidfile` left: a sentinel killed with SIGKILL
-/// could not. Its group only when its leader still carries the run's
-/// marker (a pid may have been reused since).
+/// could not. Every process carrying the run's marker, its first one (the
+/// `sh` sentinel started) included.
 pub fn end_leftover(pidfile: &Path) {
     let Ok(Some(f)) = crate::state::safe_fs::open_read(pidfile) else {
         return;
@@ -576,24 +637,20 @@ pub fn end_leftover(pidfile: &Path) {
     let mut text = String::new();
     let _ = f.take(256).read_to_string(&mut text);
     let mut words = text.split_whitespace();
-    // `0 <token>` while the run was starting: the marker alone finds it.
-    if let (Some(pid), Some(token)) = (
-        words.next().and_then(|p| p.parse::<i32>().ok()),
-        words.next(),
-    ) {
-        if pid > 1 && environ_has(pid, &format!("{MARKER}={token}")) {
-            // SAFETY: kill(2) with a negative pid signals that process group.
-            unsafe { libc::kill(-pid, libc::SIGKILL) };
-        }
-        end_marked(token);
+    if let Some(token) = words.next() {
+        let since = words.next().and_then(|s| s.parse().ok()).unwrap_or(0);
+        end_marked(&RunName {
+            token: token.to_string(),
+            since,
+        });
     }
     let _ = std::fs::remove_file(pidfile);
 }
 
 /// Kill every process carrying the run's marker, again while new ones appear.
-fn end_marked(token: &str) {
+fn end_marked(run: &RunName) {
     for _ in 0..8 {
-        let marked = carrying(token);
+        let marked = carrying(run);
         if marked.is_empty() {
             return;
         }
@@ -716,10 +773,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_parent_is_read_past_a_command_name_with_spaces() {
-        assert_eq!(ppid_of("42 (a b) c) S 7 42 42 0"), Some(7));
-        assert_eq!(ppid_of("1 (init) S 0 1 1"), Some(0));
-        assert_eq!(ppid_of("garbage"), None);
+    fn a_stat_line_is_read_past_a_command_name_with_spaces() {
+        let tail = "0 -1 4194304 73 77 0 0 0 0 0 0 20 0 1 0 109729 2654208";
+        let line = format!("42 (a b) c) S 7 40 41 {tail}");
+        let want = Proc {
+            pid: 42,
+            ppid: 7,
+            pgid: 40,
+            start: 109729,
+        };
+        assert_eq!(parse_stat(42, &line), Some(want));
+        assert_eq!(parse_stat(1, "1 (init) S 0 1 1"), None);
+        assert_eq!(parse_stat(1, "garbage"), None);
     }
 
     #[test]
