@@ -75,7 +75,7 @@ const KEY_PREFIXES: [&str; 8] = [
 
 /// Object keys whose values are data (paths, ids, fingerprints, contents):
 /// never redacted, wherever they appear in a document.
-const DATA_KEYS: [&str; 20] = [
+const DATA_KEYS: [&str; 21] = [
     "path",
     "paths",
     "file",
@@ -96,6 +96,7 @@ const DATA_KEYS: [&str; 20] = [
     "backlog",
     "importers",
     "location",
+    "scope",
 ];
 
 /// Whether an environment value counts as a secret (see docs/threat-model.md).

@@ -190,6 +190,9 @@ fn a_fifo_at_a_sidecar_or_a_shard_fails_within_seconds_naming_it() {
     mkfifo(&shard);
     let out = within_watchdog(stats(), "stats reading a FIFO shard");
     fails_naming(&out, &shard, "stats reading a FIFO shard");
+    mkfifo(&sb.state);
+    let out = within_watchdog(sb.tick_cmd(&at(6)).spawn(), "a FIFO at the state");
+    fails_naming(&out, &sb.state, "a tick reading a FIFO state");
 }
 
 /// Run `sh -c script` as `nobody`: its first stdout line tells whether it
