@@ -16,10 +16,7 @@ pub fn make_source(args: &SourceArgs, env: &Environment) -> Result<(Box<dyn Sour
     build_source(args.choose(env)?, DEFAULT_MAX_ARCHIVE_BYTES)
 }
 
-pub fn build_source(
-    choice: SourceChoice,
-    max_archive: u64,
-) -> Result<(Box<dyn Source>, String)> {
+pub fn build_source(choice: SourceChoice, max_archive: u64) -> Result<(Box<dyn Source>, String)> {
     let rev = choice.rev();
     let source: Box<dyn Source> = match choice {
         SourceChoice::Git { repo, branch, path } => Box::new(GitSource::new(repo, branch, path)),

@@ -30,20 +30,20 @@ mod gitlab_archive;
 mod hostile_agent;
 #[path = "e2e/hostile_files.rs"]
 mod hostile_files;
-#[path = "e2e/hostile_worktree.rs"]
-mod hostile_worktree;
 #[path = "e2e/hostile_local.rs"]
 mod hostile_local;
+#[path = "e2e/hostile_worktree.rs"]
+mod hostile_worktree;
 #[path = "e2e/identity.rs"]
 mod identity;
 #[path = "e2e/litellm.rs"]
 mod litellm;
 #[path = "e2e/loops.rs"]
 mod loops;
-#[path = "e2e/merged_results.rs"]
-mod merged_results;
 #[path = "e2e/merge_request.rs"]
 mod merge_request;
+#[path = "e2e/merged_results.rs"]
+mod merged_results;
 #[path = "e2e/mr_report.rs"]
 mod mr_report;
 #[path = "e2e/newcomer.rs"]

@@ -25,10 +25,10 @@ use serde_json::{Value, json};
 use super::http::{self, Request, Server, lock};
 use super::{Run, Sandbox, WATCHED};
 
-#[path = "gitlab_mr.rs"]
-mod merge_requests;
 #[path = "gitlab_archive.rs"]
 mod archive;
+#[path = "gitlab_mr.rs"]
+mod merge_requests;
 pub use archive::{Tamper, rate_limited};
 
 /// The project's path, as `--project` names it.
