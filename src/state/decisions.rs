@@ -143,7 +143,7 @@ pub fn content_id(content: &str) -> String {
     let mut h = sha1::Sha1::new();
     h.update(format!("blob {}\0", content.len()).as_bytes());
     h.update(content.as_bytes());
-    crate::gate::policy::hex(&h.finalize())
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Parse a journal's bytes. A damaged epoch line replays every entry: a
