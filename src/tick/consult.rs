@@ -93,21 +93,9 @@ impl Work<'_> {
             self.cancel_call(s, call_seq);
             anyhow::bail!("{e} {}", self.not_saved());
         }
-        let moved = advisor.moved_refs();
-        let signs = advisor.signs();
-        self.agent_moved(state, &s.path, &moved);
-        if let Some(proxy) = signs.proxy {
-            state.llm.proxy = Some(proxy.to_string());
-        }
-        self.note_proxy_retries(s, &signs);
-        // Known to be a proxy now: counted as a paid call, not a local one.
-        let settings = self.settings(state);
-        let reserve = reserve.max(self.reservation(s, &settings));
+        let seen = (advisor.moved_refs(), advisor.signs());
         self.refuse_secret_content(&s.path, &mut call);
-        let before = state.llm.budget.clone();
-        settle(state, &settings, &call, reserve, &model, self.cfg.now);
-        settle_timed_out(state, signs.timed_out, reserve, self.cfg.now);
-        self.record_call(state, (s, &model), (call_seq, &call), &before);
+        self.settle_call(state, (s, &model), (call_seq, &call), reserve, seen);
         let attempts = call.attempts;
         Ok(match call.outcome {
             CallOutcome::Answered(answer) => self.answered(state, s, Some(&bytes), answer),
@@ -121,6 +109,31 @@ impl Work<'_> {
                 failed(state, class, reason, hold_until, attempts, self.cfg.now)
             }
         })
+    }
+
+    /// Take in what the call showed beside its answer (refs the agent moved,
+    /// the proxy its headers named and that proxy's own retries), then
+    /// settle its cost and record it.
+    fn settle_call(
+        &mut self,
+        state: &mut State,
+        (s, model): (&Subject, &str),
+        (call_seq, call): (u64, &Call),
+        reserve: f64,
+        (moved, signs): (Vec<crate::llm::worktree::Moved>, crate::llm::client::Signs),
+    ) {
+        self.agent_moved(state, &s.path, &moved);
+        if let Some(proxy) = signs.proxy {
+            state.llm.proxy = Some(proxy.to_string());
+        }
+        self.note_proxy_retries(s, &signs);
+        // Known to be a proxy now: counted as a paid call, not a local one.
+        let settings = self.settings(state);
+        let reserve = reserve.max(self.reservation(s, &settings));
+        let before = state.llm.budget.clone();
+        settle(state, &settings, call, reserve, model, self.cfg.now);
+        settle_timed_out(state, signs.timed_out, reserve, self.cfg.now);
+        self.record_call(state, (s, model), (call_seq, call), &before);
     }
 
     /// The advisor's settings for this call. A model without a price counts
