@@ -1286,3 +1286,61 @@ fn the_job_script_fails_a_shared_cache_keeps_a_stopped_tick_and_deepens_a_shallo
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// With patches on, the API templates keep one merge request of the sandbox
+/// branch (`SENTINEL_MERGE_REQUEST`), unless the project set it itself; with
+/// patches off they leave it unset. The scope block runs under bash.
+#[test]
+fn patches_on_in_the_api_templates_open_one_merge_request_unless_told_otherwise() {
+    for rel in [GITLAB, FLEET] {
+        let docs = load(rel);
+        // The jobs document is the last one (the include template opens
+        // with its spec).
+        let doc = docs.last().unwrap();
+        let (name, tick) = jobs(doc)
+            .into_iter()
+            .map(|(name, _)| (name.clone(), resolved(doc, &name)))
+            .find(|(_, job)| script(job).contains("sentinel tick"))
+            .unwrap_or_else(|| panic!("`{rel}` has no tick job"));
+        let scope = block(rel, &script(&tick), "scope");
+        let run = |vars: &[(&str, &str)]| {
+            let mut cmd = std::process::Command::new("bash");
+            cmd.arg("-c")
+                .arg(format!(
+                    "{scope}\necho \"mr=${{SENTINEL_MERGE_REQUEST-unset}}\""
+                ))
+                .env_clear()
+                .env("PATH", std::env::var("PATH").unwrap())
+                .env("CI_PROJECT_ID", "7")
+                .env("CI_DEFAULT_BRANCH", "main");
+            for (k, v) in vars {
+                cmd.env(k, v);
+            }
+            let out = cmd.output().unwrap();
+            let said = String::from_utf8_lossy(&out.stdout).to_string();
+            said.lines()
+                .find_map(|l| l.strip_prefix("mr="))
+                .unwrap_or_else(|| panic!("`{rel}` {name}: {said}"))
+                .to_string()
+        };
+        assert_eq!(run(&[]), "unset", "`{rel}` {name}");
+        assert_eq!(
+            run(&[("SENTINEL_AGENT", "./agent.sh")]),
+            "true",
+            "`{rel}` {name}"
+        );
+        assert_eq!(
+            run(&[("SENTINEL_PROPOSE", "patches")]),
+            "true",
+            "`{rel}` {name}"
+        );
+        assert_eq!(
+            run(&[
+                ("SENTINEL_PROPOSE", "patches"),
+                ("SENTINEL_MERGE_REQUEST", "false")
+            ]),
+            "false",
+            "`{rel}` {name}"
+        );
+    }
+}
