@@ -1,12 +1,11 @@
 //! The autonomy allowance: may a remembered SKIP be reconsidered, and for which new fact?
 
-use std::collections::BTreeMap;
-
 use chrono::{DateTime, Duration, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::policy::hex;
+pub use crate::state::records::autonomy::{AutonomyState, Trigger, TriggerKind};
 
 /// Reconsiderations per UTC day when nothing is configured.
 pub const DEFAULT_DAILY_TOKENS: u32 = 10;
@@ -92,42 +91,6 @@ mod seconds {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TriggerKind {
-    UnresolvedRollback,
-    WrongPrediction,
-    DependencyDrift,
-    OpenProposal,
-    /// Every external signal, whatever its own kind (that kind goes into `detail`).
-    RuntimeError,
-}
-
-impl TriggerKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TriggerKind::UnresolvedRollback => "unresolved_rollback",
-            TriggerKind::WrongPrediction => "wrong_prediction",
-            TriggerKind::DependencyDrift => "dependency_drift",
-            TriggerKind::OpenProposal => "open_proposal",
-            TriggerKind::RuntimeError => "runtime_error",
-        }
-    }
-}
-
-/// A concrete fact that justifies thinking about a file again.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Trigger {
-    #[serde(default)]
-    pub path: String,
-    pub kind: TriggerKind,
-    /// What makes this trigger this trigger (e.g. "streak=2", the resolution time,
-    /// the proposal fingerprint, the signal's kind and message).
-    #[serde(default)]
-    pub detail: String,
-    pub ts: DateTime<Utc>,
-}
-
 /// Identity of a trigger: sha256 of (path, kind, detail), 16 hex. The time is NOT part
 /// of it for state-derived triggers, so a persistent condition is the same trigger every
 /// day; for external signals the caller puts the signal's own identity (kind + message)
@@ -140,27 +103,6 @@ pub fn trigger_fingerprint(t: &Trigger) -> String {
         h.update(part.as_bytes());
     }
     hex(&h.finalize()[..8])
-}
-
-/// What the allowance remembers between runs.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(default)]
-pub struct AutonomyState {
-    /// The UTC day `used_today` belongs to.
-    pub day: Option<NaiveDate>,
-    pub used_today: u32,
-    /// The last reconsideration (for the spacing window).
-    pub last_ts: Option<DateTime<Utc>>,
-    /// Last reconsideration per file (for the 24 h cooldown); entries older than
-    /// 24 h are dropped on spend.
-    pub cooldowns: BTreeMap<String, DateTime<Utc>>,
-    /// Answered trigger fingerprints per file, oldest first; bounded to
-    /// `ANSWERED_PER_FILE` per file and `ANSWERED_FILES` files.
-    pub answered: BTreeMap<String, Vec<String>>,
-    /// Reconsiderations started and not refunded, over the instance's life.
-    pub lifetime: u64,
-    /// The last admission's reason, for stats.
-    pub last_reason: Option<String>,
 }
 
 /// A file that might be reconsidered, with the fact that would justify it.

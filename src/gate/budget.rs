@@ -3,9 +3,9 @@
 use std::cmp::Ordering;
 
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
 
 use crate::llm::prices::Price;
+pub use crate::state::records::budget::Budget;
 
 /// Why `admit` refused; the seed's wording, kept so its reports still read the same.
 pub const EXHAUSTED: &str = "daily-budget-exhausted";
@@ -13,23 +13,6 @@ pub const EXHAUSTED: &str = "daily-budget-exhausted";
 /// Costs are sums of float products; without slack a call that exactly fits the
 /// limit could be refused over a rounding error. A nanodollar is far below any call.
 const SLACK_USD: f64 = 1e-9;
-
-/// What the advisor has spent: today (UTC) and over the instance's life.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct Budget {
-    /// The UTC day the daily figures belong to.
-    pub day: Option<chrono::NaiveDate>,
-    pub calls_today: u64,
-    /// Cost settled from real usage today (USD).
-    pub measured_today: f64,
-    /// Cost of today's calls whose model has no price: the configured per-call estimate (USD).
-    pub estimated_today: f64,
-    pub lifetime_calls: u64,
-    pub lifetime_measured: f64,
-    pub lifetime_estimated: f64,
-    /// Calls refused because they would cross the limit (lifetime).
-    pub refusals: u64,
-}
 
 /// Start a new UTC day when `now` is on a later day (daily figures reset; lifetime kept).
 /// A clock that went backwards to an earlier day does not reset anything (no negative windows).

@@ -9,9 +9,10 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Days, NaiveDate, Utc};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::gate::budget::Budget;
+pub use crate::state::records::costs::{Advisory, DaySpend};
 
 /// Real spend on a UTC day above `--daily-budget`.
 pub const OVER_DAILY_BUDGET: &str = "over-daily-budget";
@@ -31,57 +32,6 @@ pub const DRIFT_RATIO: f64 = 2.0;
 /// Rounding slack for the budget comparison (as in the budget gate).
 const SLACK_USD: f64 = 1e-9;
 
-/// What sentinel itself counted on one UTC day.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct DaySpend {
-    /// Calls settled in the budget (the budget's `calls_today` of that day).
-    #[serde(default)]
-    pub calls: u64,
-    /// Cost settled from the responses' usage (USD).
-    #[serde(default)]
-    pub measured: f64,
-    /// Cost of calls to models without a price: the per-call figure (USD).
-    #[serde(default)]
-    pub estimated: f64,
-    /// HTTP attempts, retries included: the most requests the provider can
-    /// have billed for sentinel's calls.
-    #[serde(default)]
-    pub attempts: u64,
-    /// Calls asked of each model.
-    #[serde(default)]
-    pub models: BTreeMap<String, u64>,
-    /// Settled calls by where their cost came from (`reported` by the
-    /// server, `price_table`, `per_call`, `reservation`).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub sources: BTreeMap<String, u64>,
-    /// Attempts that timed out, counted as estimated calls at the
-    /// reservation (included in `calls` and `estimated`).
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub timed_out: u64,
-    /// What they were counted at (USD).
-    #[serde(default, skip_serializing_if = "is_zero_usd")]
-    pub timed_out_usd: f64,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
-}
-
-fn is_zero_usd(v: &f64) -> bool {
-    *v == 0.0
-}
-
-impl DaySpend {
-    /// Requests sentinel may have caused: every attempt, or at least every settled call.
-    pub fn requests(&self) -> u64 {
-        self.calls.max(self.attempts)
-    }
-
-    pub fn cost(&self) -> f64 {
-        self.measured + self.estimated
-    }
-}
-
 /// One UTC day of the provider's bill.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct BilledDay {
@@ -91,19 +41,6 @@ pub struct BilledDay {
     pub requests: u64,
     /// `num_model_requests` per billed model name.
     pub models: BTreeMap<String, u64>,
-}
-
-/// A finding of `sentinel costs`, kept in the state and shown by `stats`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Advisory {
-    /// One of `over-daily-budget`, `estimate-too-low`, `unexpected-model`, `foreign-calls`.
-    pub kind: String,
-    /// The UTC day of the bill it is about.
-    pub day: NaiveDate,
-    /// What happened, with the numbers.
-    pub message: String,
-    /// When a costs run found it (first found, while its message stays the same).
-    pub found: DateTime<Utc>,
 }
 
 /// A measured real cost per call, from days where the bill holds only sentinel's calls.

@@ -1,6 +1,7 @@
 //! How a file matures (under observation → stable → certified, or locked by
 //! configuration) and when a mature file is reviewed again.
 
+pub use crate::state::records::lifecycle::Review;
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 
@@ -67,14 +68,6 @@ pub fn status(
     } else {
         Status::UnderObservation
     }
-}
-
-/// A mature file's review schedule.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Review {
-    #[serde(with = "crate::state::ts")]
-    pub next: DateTime<Utc>,
-    pub interval_days: u32,
 }
 
 /// When the file is next due for review, if it is mature: its schedule, or,

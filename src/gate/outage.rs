@@ -7,15 +7,9 @@
 
 use chrono::{DateTime, Utc};
 
-use crate::state::Outage;
-
-/// An outage line of the no-op journal: its place among the journal's
-/// well-formed lines (outage and no-op lines alike) and its tick's time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Line {
-    pub index: u64,
-    pub ts: DateTime<Utc>,
-}
+use crate::state::journal::Contents;
+pub use crate::state::records::outage::Line;
+use crate::state::{JournalMark, Outage};
 
 /// `o` after one more tick: an outage at `now`, or a tick whose head
 /// lookup answered (which ends the run and keeps the totals).
@@ -52,6 +46,13 @@ pub fn replay(saved: Outage, outages: &[Line], start: u64, end: u64) -> Outage {
         o = record(o, false, o.last.unwrap_or_default());
     }
     o
+}
+
+/// `saved` (the state's outage record) with the journal's lines that the
+/// state at `mark` has not folded yet replayed.
+pub fn so_far(journal: &Contents, saved: Outage, mark: JournalMark) -> Outage {
+    let outages = journal.unfolded_outages(mark);
+    replay(saved, outages, journal.start(mark), journal.lines)
 }
 
 #[cfg(test)]
@@ -112,5 +113,32 @@ mod tests {
         // Lines already folded (before `start`) are not counted again.
         let again = replay(on, &[Line { index: 0, ts: t(4) }][..0], 1, 1);
         assert_eq!(again, on);
+    }
+
+    #[test]
+    fn the_run_so_far_replays_only_the_lines_the_state_has_not_folded() {
+        // Lines: no-op, outage, outage; the state folded the first one.
+        let journal = Contents {
+            epoch: Some(1),
+            lines: 3,
+            malformed: 0,
+            outages: vec![Line { index: 1, ts: t(4) }, Line { index: 2, ts: t(6) }],
+        };
+        let mark = JournalMark {
+            epoch: 1,
+            folded: 1,
+        };
+        let o = so_far(&journal, Outage::default(), mark);
+        assert_eq!((o.ticks, o.consecutive, o.since), (2, 2, Some(t(4))));
+        // Another epoch: every line is unfolded, and the no-op comes first.
+        let o = so_far(
+            &journal,
+            Outage::default(),
+            JournalMark {
+                epoch: 7,
+                folded: 3,
+            },
+        );
+        assert_eq!((o.ticks, o.consecutive, o.since), (2, 2, Some(t(4))));
     }
 }

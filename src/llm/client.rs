@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::peers;
 use super::prices::{self, Usage};
 use super::protocol::{self, Class, Failure, Step};
+pub use crate::state::records::llm::{Finding, Severity};
 
 /// The most of a tick's wall time the advisor spends, from its start: no
 /// file is asked, no request outlasts it and no retry waits past it, so a
@@ -101,24 +102,6 @@ pub enum Action {
     Skip,
     #[serde(rename = "EVOLVE")]
     Evolve,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Severity {
-    Info,
-    Minor,
-    Major,
-    Critical,
-    Blocker,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Finding {
-    pub line: u64,
-    pub severity: Severity,
-    pub message: String,
 }
 
 /// The only answer that is a decision.

@@ -1,5 +1,6 @@
 //! What a model call really costs: a dated price table per model, overrides, and the response's usage.
 
+pub use crate::state::records::llm::Usage;
 use serde::{Deserialize, Serialize};
 
 /// USD per million tokens.
@@ -102,16 +103,6 @@ impl CostSource {
             CostSource::TimedOut => "timed_out",
         }
     }
-}
-
-/// Tokens of one call, as the provider billed them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Usage {
-    /// All prompt tokens, the cached ones included.
-    pub prompt_tokens: u64,
-    pub cached_tokens: u64,
-    /// Reasoning tokens included.
-    pub completion_tokens: u64,
 }
 
 /// (prompt - cached) * input + cached * cached_input + completion * output, per million.

@@ -2,29 +2,8 @@
 
 use std::time::Duration as StdDuration;
 
+pub use crate::state::records::llm::{Circuit, Class};
 use chrono::{DateTime, Duration, NaiveTime, Utc};
-use serde::{Deserialize, Serialize};
-
-/// What kind of failure a call ended in; decides retries, backoff and circuit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Class {
-    Timeout,
-    Network,
-    Server,
-    RateLimit,
-    Quota,
-    /// A spending limit set in front of the provider (a proxy's key, team or
-    /// provider budget): like a quota, it does not pass by the minute.
-    Budget,
-    Auth,
-    Request,
-    /// A request only this file makes impossible (too long for the context,
-    /// filtered, too large): the provider is fine for every other file.
-    FileRequest,
-    BadResponse,
-    Unknown,
-}
 
 impl Class {
     pub const ALL: [Class; 11] = [
@@ -531,26 +510,6 @@ pub fn next_step(
         .copied()
         .unwrap_or(0);
     Step::Retry(server_wait.unwrap_or(StdDuration::from_millis(table)))
-}
-
-/// The provider is held until `until`; every call before then is skipped.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Circuit {
-    pub class: Class,
-    pub reason: String,
-    pub until: DateTime<Utc>,
-    pub advice: String,
-    /// When it opened: a clock that went back before it must not stretch it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub opened: Option<DateTime<Utc>>,
-    /// Timeout circuits before this one with no answer in between: the
-    /// next timeout hold is longer (see `timeout_hold`).
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub streak: u32,
-}
-
-fn is_zero(n: &u32) -> bool {
-    *n == 0
 }
 
 impl Circuit {

@@ -261,7 +261,7 @@ pub fn with_journal(s: &mut Stats, state: &State, journal: &crate::state::journa
             .or_default() += unsaved;
     }
     w.noop_rate = ratio(w.noops, w.ticks);
-    let o = journal.outage(state.outage, state.journal);
+    let o = crate::gate::outage::so_far(journal, state.outage, state.journal);
     s.outage = OutageStats {
         ticks: o.ticks,
         consecutive: o.consecutive,

@@ -23,12 +23,10 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sha1::Digest as _;
 
+use super::records::llm::{Class, Finding, Usage};
 use super::safe_fs;
 use super::schema::{JournalMark, Outcome};
 use super::store::sidecar;
-use crate::llm::client::Finding;
-use crate::llm::prices::Usage;
-use crate::llm::protocol::Class;
 
 const MAGIC: &str = "sentinel-decisions";
 

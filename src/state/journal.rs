@@ -15,10 +15,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{Result, anyhow};
 use chrono::{DateTime, SecondsFormat, Utc};
 
+use super::records::outage;
 use super::safe_fs;
-use super::schema::{JournalMark, Outage};
+use super::schema::JournalMark;
 use super::store::sidecar;
-use crate::gate::outage;
 
 const MAGIC: &str = "sentinel-noops epoch=";
 
@@ -45,7 +45,7 @@ pub struct Contents {
 
 impl Contents {
     /// The first line the state has not folded yet.
-    fn start(&self, mark: JournalMark) -> u64 {
+    pub fn start(&self, mark: JournalMark) -> u64 {
         match self.epoch {
             Some(e) if e == mark.epoch => mark.folded.min(self.lines),
             _ => 0,
@@ -63,12 +63,6 @@ impl Contents {
     pub fn unfolded(&self, mark: JournalMark) -> u64 {
         let lines = self.lines - self.start(mark);
         lines - self.unfolded_outages(mark).len() as u64
-    }
-
-    /// `saved` (the state's outage record) with the unfolded lines replayed.
-    pub fn outage(&self, saved: Outage, mark: JournalMark) -> Outage {
-        let outages = self.unfolded_outages(mark);
-        outage::replay(saved, outages, self.start(mark), self.lines)
     }
 }
 
@@ -248,8 +242,11 @@ mod tests {
         assert_eq!((contents.lines, contents.malformed), (3, 0));
         assert_eq!(contents.unfolded(mark), 1, "one no-op");
         assert_eq!(contents.unfolded_outages(mark).len(), 2);
-        let o = contents.outage(Outage::default(), mark);
-        assert_eq!((o.ticks, o.consecutive, o.since), (2, 2, Some(at(4))));
+        let lines = contents.unfolded_outages(mark);
+        assert_eq!(
+            lines.iter().map(|l| (l.index, l.ts)).collect::<Vec<_>>(),
+            [(1, at(4)), (2, at(6))]
+        );
         // Saved, then a crash before the journal is removed: nothing twice.
         let saved = fold(mark, &contents);
         assert_eq!(read(&state).unwrap().unfolded(saved), 0);

@@ -5,6 +5,7 @@ pub mod decisions;
 pub mod files;
 pub mod journal;
 pub mod limits;
+pub mod records;
 pub mod safe_fs;
 pub mod schema;
 pub mod shards;

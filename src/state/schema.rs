@@ -146,7 +146,7 @@ pub struct FileRecord {
     pub changed_ts: Option<DateTime<Utc>>,
     /// The review schedule of a mature file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub review: Option<crate::gate::lifecycle::Review>,
+    pub review: Option<super::records::lifecycle::Review>,
     /// Revert commits that touched the file since its last ordinary change.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub rollback_streak: u32,
@@ -173,7 +173,7 @@ pub struct FileRecord {
     /// A judgement that did not happen (held, deferred, failed,
     /// bad_response, given up): when it is tried again, and the failures.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub retry: Option<crate::gate::retry::Retry>,
+    pub retry: Option<super::records::retry::Retry>,
     /// Content hashes of what an agent or a patch wrote for this file, the
     /// newest last: the watched branch holding one of them is own output,
     /// not new evidence.
@@ -281,7 +281,7 @@ pub struct Proposal {
     pub fingerprint: String,
     pub reason: String,
     #[serde(default)]
-    pub findings: Vec<crate::llm::client::Finding>,
+    pub findings: Vec<super::records::llm::Finding>,
     pub ts: DateTime<Utc>,
     /// The file changed on the watched branch since: the proposal is stale.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -315,9 +315,9 @@ pub struct SandboxChain {
 pub struct LlmState {
     /// Open while the provider is held; kept across ticks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub circuit: Option<crate::llm::protocol::Circuit>,
+    pub circuit: Option<super::records::llm::Circuit>,
     #[serde(default)]
-    pub budget: crate::gate::budget::Budget,
+    pub budget: super::records::budget::Budget,
     /// Failed calls by error class (lifetime).
     #[serde(default)]
     pub failures: BTreeMap<String, u64>,
@@ -328,10 +328,10 @@ pub struct LlmState {
     pub proposals: BTreeMap<String, Proposal>,
     /// What the advisor counted per UTC day, the last 60 days (`sentinel costs`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub days: BTreeMap<chrono::NaiveDate, crate::gate::costs::DaySpend>,
+    pub days: BTreeMap<chrono::NaiveDate, super::records::costs::DaySpend>,
     /// What `sentinel costs` found in the bill, the last 50.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub advisories: Vec<crate::gate::costs::Advisory>,
+    pub advisories: Vec<super::records::costs::Advisory>,
     /// Real cost per call of models without a price (`sentinel costs --calibrate`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub calibrated: BTreeMap<String, f64>,
@@ -359,7 +359,7 @@ pub struct Header {
     pub schema: u32,
     /// What this state is about; `None` in a state written before scopes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scope: Option<crate::source::Scope>,
+    pub scope: Option<super::records::scope::Scope>,
     #[serde(default)]
     pub wake: WakeState,
     #[serde(default)]
@@ -381,11 +381,11 @@ pub struct Header {
     pub next_review: Option<NextReview>,
     /// The autonomy allowance's memory, read by the admission on every tick.
     #[serde(default)]
-    pub autonomy: crate::gate::autonomy::AutonomyState,
+    pub autonomy: super::records::autonomy::AutonomyState,
     /// Triggers derived from the state (rollbacks, wrong predictions, open
     /// proposals), bounded, so a no-op can run the admission from this line.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub autonomy_triggers: Vec<crate::gate::autonomy::Trigger>,
+    pub autonomy_triggers: Vec<super::records::autonomy::Trigger>,
     /// Until when the model provider's circuit is open.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider_held_until: Option<DateTime<Utc>>,
@@ -419,7 +419,7 @@ pub struct State {
     pub schema: u32,
     /// What this state is about: a tick of another scope refuses it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scope: Option<crate::source::Scope>,
+    pub scope: Option<super::records::scope::Scope>,
     #[serde(default)]
     pub wake: WakeState,
     #[serde(default)]
@@ -441,9 +441,9 @@ pub struct State {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_review: Option<NextReview>,
     #[serde(default)]
-    pub autonomy: crate::gate::autonomy::AutonomyState,
+    pub autonomy: super::records::autonomy::AutonomyState,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub autonomy_triggers: Vec<crate::gate::autonomy::Trigger>,
+    pub autonomy_triggers: Vec<super::records::autonomy::Trigger>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider_held_until: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -454,7 +454,7 @@ pub struct State {
     pub next_retry: Option<DateTime<Utc>>,
     /// Observation mode: open watches and graded predictions.
     #[serde(default)]
-    pub observations: crate::gate::observation::ObservationLog,
+    pub observations: super::records::observation::ObservationLog,
     /// The watched tree as of `wake.last_head`, with what is remembered per file.
     #[serde(default)]
     pub files: super::files::Files,

@@ -175,7 +175,7 @@ impl Storage for MemoryStorage {
     }
     fn outage_append(&mut self, mark: JournalMark, now: DateTime<Utc>) -> Result<()> {
         let journal = self.journal_entry(mark);
-        journal.outages.push(crate::gate::outage::Line {
+        journal.outages.push(super::records::outage::Line {
             index: journal.lines,
             ts: now,
         });

@@ -35,7 +35,7 @@ pub(super) fn unlearned(
         super::early::record_start(cfg, storage)?;
         storage.outage_append(state.journal, cfg.now)?;
     }
-    let so_far = journal.outage(state.outage, state.journal);
+    let so_far = outage::so_far(journal, state.outage, state.journal);
     report.outage = Some(outage::record(so_far, true, cfg.now));
     notes.push("nothing was learned: the state was left as it was".into());
     report.notes = notes;

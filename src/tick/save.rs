@@ -118,7 +118,7 @@ pub(super) fn summarise(
             .entry(Reason::ShaUnavailable.as_str().into())
             .or_default() += outages;
     }
-    let replayed = journal.outage(state.outage, state.journal);
+    let replayed = outage::so_far(&journal, state.outage, state.journal);
     let this = look.verdict.reason == Reason::ShaUnavailable;
     state.outage = outage::record(replayed, this, cfg.now);
     state.journal = journal::fold(state.journal, &journal);

@@ -1,0 +1,74 @@
+//! The advisor's answers, error classes, circuit and usage, as the state and
+//! the decision journal keep them; `llm` classifies, retries and prices.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// What kind of failure a call ended in; decides retries, backoff and circuit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Class {
+    Timeout,
+    Network,
+    Server,
+    RateLimit,
+    Quota,
+    /// A spending limit set in front of the provider (a proxy's key, team or
+    /// provider budget): like a quota, it does not pass by the minute.
+    Budget,
+    Auth,
+    Request,
+    /// A request only this file makes impossible (too long for the context,
+    /// filtered, too large): the provider is fine for every other file.
+    FileRequest,
+    BadResponse,
+    Unknown,
+}
+
+/// The provider is held until `until`; every call before then is skipped.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Circuit {
+    pub class: Class,
+    pub reason: String,
+    pub until: DateTime<Utc>,
+    pub advice: String,
+    /// When it opened: a clock that went back before it must not stretch it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opened: Option<DateTime<Utc>>,
+    /// Timeout circuits before this one with no answer in between: the
+    /// next timeout hold is longer (see `timeout_hold`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub streak: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    Info,
+    Minor,
+    Major,
+    Critical,
+    Blocker,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Finding {
+    pub line: u64,
+    pub severity: Severity,
+    pub message: String,
+}
+
+/// Tokens of one call, as the provider billed them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// All prompt tokens, the cached ones included.
+    pub prompt_tokens: u64,
+    pub cached_tokens: u64,
+    /// Reasoning tokens included.
+    pub completion_tokens: u64,
+}
