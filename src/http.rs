@@ -57,6 +57,45 @@ pub fn transport_message(e: &ureq::Error) -> String {
     }
 }
 
+/// One request to GitLab's API with its token in `PRIVATE-TOKEN` (the
+/// dashboard issue, the merge request, the sandbox's commits): the status
+/// and at most 4 MiB of the body. A `POST` or `PUT` sends `body` as JSON.
+pub fn gitlab_send(
+    agent: &ureq::Agent,
+    token: Option<&str>,
+    method: &str,
+    url: &str,
+    body: Option<serde_json::Value>,
+) -> Result<(u16, Vec<u8>), String> {
+    let result = if method == "GET" {
+        let mut r = agent.get(url);
+        if let Some(t) = token {
+            r = r.header("PRIVATE-TOKEN", t);
+        }
+        r.call()
+    } else {
+        let mut r = if method == "POST" {
+            agent.post(url)
+        } else {
+            agent.put(url)
+        };
+        if let Some(t) = token {
+            r = r.header("PRIVATE-TOKEN", t);
+        }
+        r.header("Content-Type", "application/json")
+            .send(body.unwrap_or(serde_json::Value::Null).to_string())
+    };
+    let mut response = result.map_err(|e| transport_message(&e))?;
+    let status = response.status().as_u16();
+    let bytes = response
+        .body_mut()
+        .with_config()
+        .limit(4 << 20)
+        .read_to_vec()
+        .map_err(|e| transport_message(&e))?;
+    Ok((status, bytes))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

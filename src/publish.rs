@@ -72,38 +72,8 @@ impl GitLabIssue {
         url: &str,
         body: Option<serde_json::Value>,
     ) -> Result<(u16, Vec<u8>), String> {
-        let token = self.cfg.token.as_ref().map(|t| t.expose().to_string());
-        let result = match (method, body) {
-            ("GET", _) => {
-                let mut r = self.agent.get(url);
-                if let Some(t) = &token {
-                    r = r.header("PRIVATE-TOKEN", t);
-                }
-                r.call()
-            }
-            (m, Some(b)) => {
-                let mut r = if m == "POST" {
-                    self.agent.post(url)
-                } else {
-                    self.agent.put(url)
-                };
-                if let Some(t) = &token {
-                    r = r.header("PRIVATE-TOKEN", t);
-                }
-                r.header("Content-Type", "application/json")
-                    .send(b.to_string())
-            }
-            _ => unreachable!("writes carry a body"),
-        };
-        let mut response = result.map_err(|e| crate::http::transport_message(&e))?;
-        let status = response.status().as_u16();
-        let bytes = response
-            .body_mut()
-            .with_config()
-            .limit(4 << 20)
-            .read_to_vec()
-            .map_err(|e| crate::http::transport_message(&e))?;
-        Ok((status, bytes))
+        let token = self.cfg.token.as_ref().map(|t| t.expose());
+        crate::http::gitlab_send(&self.agent, token, method, url, body)
     }
 }
 

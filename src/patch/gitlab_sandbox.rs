@@ -16,36 +16,8 @@ impl GitLabBranch {
         url: &str,
         body: Option<Value>,
     ) -> Result<(u16, Value), String> {
-        let token = self.cfg.token.as_ref().map(|t| t.expose().to_string());
-        let result = match (method, body) {
-            ("GET", _) => {
-                let mut r = self.agent.get(url);
-                if let Some(t) = &token {
-                    r = r.header("PRIVATE-TOKEN", t);
-                }
-                r.call()
-            }
-            (m, b) => {
-                let mut r = if m == "POST" {
-                    self.agent.post(url)
-                } else {
-                    self.agent.put(url)
-                };
-                if let Some(t) = &token {
-                    r = r.header("PRIVATE-TOKEN", t);
-                }
-                r.header("Content-Type", "application/json")
-                    .send(b.unwrap_or(Value::Null).to_string())
-            }
-        };
-        let mut response = result.map_err(|e| crate::http::transport_message(&e))?;
-        let status = response.status().as_u16();
-        let bytes = response
-            .body_mut()
-            .with_config()
-            .limit(4 << 20)
-            .read_to_vec()
-            .map_err(|e| crate::http::transport_message(&e))?;
+        let token = self.cfg.token.as_ref().map(|t| t.expose());
+        let (status, bytes) = crate::http::gitlab_send(&self.agent, token, method, url, body)?;
         Ok((
             status,
             serde_json::from_slice(&bytes).unwrap_or(Value::Null),
