@@ -241,11 +241,31 @@ impl GitSource {
             return None;
         }
         let args = super::git_walk::args(from, tip);
-        let output = self.git().args(&args).output().ok()?;
-        if !output.status.success() {
+        let mut child = self
+            .git()
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        // Bounded: commits far outside the watched path may list many
+        // files; past the bound the usual lookups answer instead.
+        let limit = super::git_walk::MAX_BYTES;
+        let mut stdout = Vec::new();
+        let read = child
+            .stdout
+            .take()?
+            .take(limit + 1)
+            .read_to_end(&mut stdout);
+        if read.is_err() || stdout.len() as u64 > limit {
+            let _ = child.kill();
+            let _ = child.wait();
             return None;
         }
-        let walk = super::git_walk::read(&output.stdout, from, tip, self.path.as_deref())?;
+        if !child.wait().ok()?.success() {
+            return None;
+        }
+        let walk = super::git_walk::read(&stdout, from, tip, self.path.as_deref())?;
         let head = walk.head.clone();
         self.walk = Some(walk);
         Some(head)

@@ -20,6 +20,9 @@ use super::git::{is_object_id, is_regular_file};
 /// so the walk's answer stays small.
 pub(crate) const MAX_COMMITS: usize = 64;
 
+/// The most bytes of the walk's answer read.
+pub(crate) const MAX_BYTES: u64 = 4 << 20;
+
 /// What the walk from `from` to the tip found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Walk {
@@ -79,7 +82,7 @@ struct Commit {
 /// The walk's answer, when the log of `from..tip` is one line of commits
 /// from `from` to `tip`.
 pub(crate) fn read(stdout: &[u8], from: &str, tip: &str, watched: Option<&str>) -> Option<Walk> {
-    let mut commits = parse(stdout)?;
+    let commits = parse(stdout, watched)?;
     if commits.is_empty() || commits.len() > MAX_COMMITS || commits[0].id != tip {
         return None;
     }
@@ -88,9 +91,6 @@ pub(crate) fn read(stdout: &[u8], from: &str, tip: &str, watched: Option<&str>) 
         if c.parents.len() != 1 || c.parents[0] != next {
             return None;
         }
-    }
-    for c in &mut commits {
-        c.raws.retain(|r| in_scope(&r.path, watched));
     }
     // No commit of the line touching the path leaves the head where it was:
     // `from` touches it (a head lookup found it), and nothing above does.
@@ -174,7 +174,8 @@ fn reverts(commits: &[Commit]) -> Vec<Vec<String>> {
 /// its raw changes `:<mode> <mode> <id> <id> <status>` each followed by its
 /// path (a newline may start a field). Read in order, so a path or a
 /// subject holding any byte cannot pass for a record.
-fn parse(stdout: &[u8]) -> Option<Vec<Commit>> {
+/// Only the changes under `watched` are kept.
+fn parse(stdout: &[u8], watched: Option<&str>) -> Option<Vec<Commit>> {
     let mut commits: Vec<Commit> = Vec::new();
     let mut fields = stdout.split(|b| *b == 0);
     while let Some(field) = fields.next() {
@@ -194,7 +195,11 @@ fn parse(stdout: &[u8]) -> Option<Vec<Commit>> {
             return None;
         }
         let path = fields.next().filter(|p| !p.is_empty())?.to_vec();
-        commits.last_mut()?.raws.push(Raw {
+        let commit = commits.last_mut()?;
+        if !in_scope(&path, watched) {
+            continue;
+        }
+        commit.raws.push(Raw {
             src: (m1.to_string(), s1.to_string()),
             dst: (m2.to_string(), s2.to_string()),
             status: status.to_string(),
