@@ -24,6 +24,8 @@ mod dashboard;
 mod escaping;
 #[path = "e2e/front_door.rs"]
 mod front_door;
+#[path = "e2e/git_processes.rs"]
+mod git_processes;
 #[path = "e2e/gitlab_archive.rs"]
 mod gitlab_archive;
 #[path = "e2e/hostile_agent.rs"]

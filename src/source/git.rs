@@ -47,6 +47,9 @@ pub struct GitSource {
     /// The ids announced by `prefetch`, all written at once to a child of
     /// their own; `read` takes their answers in order.
     stream: Option<Stream>,
+    /// The walk since the remembered head that answered this tick's head
+    /// lookup; its compare and rollback lookup are answered from it.
+    walk: Option<super::git_walk::Walk>,
 }
 
 impl GitSource {
@@ -60,6 +63,7 @@ impl GitSource {
             counts: RequestCounts::default(),
             cat_file: None,
             stream: None,
+            walk: None,
         }
     }
 
@@ -226,6 +230,47 @@ impl GitSource {
         }
     }
 
+    /// The head at `tip` from one walk of the commits since `from` (the
+    /// head remembered with an older tip), kept for the compare and the
+    /// rollback lookup of the same range; `None` when the walk cannot
+    /// answer exactly (see `git_walk`), and git is asked the usual way.
+    /// A walk that fails costs nothing but its process: the usual lookup
+    /// then meets the same failure and says what it means.
+    fn walked(&mut self, from: &str, tip: &str) -> Option<String> {
+        if !is_object_id(from) || !is_object_id(tip) {
+            return None;
+        }
+        let args = super::git_walk::args(from, tip);
+        let mut child = self
+            .git()
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        // Bounded: commits far outside the watched path may list many
+        // files; past the bound the usual lookups answer instead.
+        let limit = super::git_walk::MAX_BYTES;
+        let mut stdout = Vec::new();
+        let read = child
+            .stdout
+            .take()?
+            .take(limit + 1)
+            .read_to_end(&mut stdout);
+        if read.is_err() || stdout.len() as u64 > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        if !child.wait().ok()?.success() {
+            return None;
+        }
+        let walk = super::git_walk::read(&stdout, from, tip, self.path.as_deref())?;
+        let head = walk.head.clone();
+        self.walk = Some(walk);
+        Some(head)
+    }
+
     fn describe_path(&self) -> &str {
         self.path.as_deref().unwrap_or(".")
     }
@@ -294,6 +339,12 @@ impl Source for GitSource {
             self.counts.head += 1;
             return (Ok(k.head.clone()), tip);
         }
+        if let (Some(t), Some(k)) = (&tip, known)
+            && let Some(head) = self.walked(&k.head, t)
+        {
+            self.counts.head += 1;
+            return (Ok(head), tip);
+        }
         (self.head(), tip)
     }
 
@@ -313,6 +364,17 @@ impl Source for GitSource {
     }
 
     fn changes(&mut self, from: &str, to: &str) -> Result<Vec<Change>, SourceError> {
+        if let Some(w) = self
+            .walk
+            .as_ref()
+            .filter(|w| w.from == from && w.head == to)
+        {
+            // Counted as the compare it stands for, so the request counts
+            // read the same whichever way git was asked.
+            let changes = w.changes.clone();
+            self.counts.compare += 1;
+            return Ok(changes);
+        }
         let path = self.path.clone();
         let mut args = vec![
             "diff-tree",
@@ -379,6 +441,15 @@ impl Source for GitSource {
     }
 
     fn reverts(&mut self, from: &str, to: &str) -> Result<Vec<Vec<String>>, SourceError> {
+        if let Some(w) = self
+            .walk
+            .as_ref()
+            .filter(|w| w.from == from && w.head == to)
+        {
+            let reverts = w.reverts.clone();
+            self.counts.history += 1;
+            return Ok(reverts);
+        }
         let path = self.path.clone();
         let range = format!("{from}..{to}");
         let mut args = vec![
@@ -684,14 +755,14 @@ fn normalize_path(path: String) -> Option<String> {
 }
 
 /// A full SHA-1 or SHA-256 object id, as git prints it.
-fn is_object_id(id: &str) -> bool {
+pub(super) fn is_object_id(id: &str) -> bool {
     (id.len() == 40 || id.len() == 64)
         && id
             .bytes()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
-fn is_regular_file(mode: &str) -> bool {
+pub(super) fn is_regular_file(mode: &str) -> bool {
     mode == "100644" || mode == "100755"
 }
 
@@ -1602,5 +1673,103 @@ mod tests {
         if cfg!(target_os = "linux") {
             assert!(!Path::new(&format!("/proc/{pid}")).exists());
         }
+    }
+
+    /// Every (remembered head, tip) pair of a line of commits with the odd
+    /// cases: the walk answers the head, the compare and the rollback
+    /// lookup exactly as the three git commands do.
+    #[test]
+    fn a_walk_since_the_remembered_head_answers_what_the_three_lookups_do() {
+        use std::os::unix::fs::PermissionsExt;
+        let repo = Repo::new();
+        repo.write("src/a.js", "a");
+        repo.write("src/b.sh", "b");
+        repo.write("src/dir/c.js", "c");
+        repo.write("src/odd\n\x01name", "odd");
+        repo.write("srcx/out.js", "not watched");
+        repo.write("other/x", "x");
+        let mut commits = vec![repo.commit("one")];
+        repo.write("src/a.js", "a2");
+        repo.write("srcx/out.js", "still not watched");
+        commits.push(repo.commit("two"));
+        repo.write("other/x", "x2");
+        commits.push(repo.commit("outside only"));
+        repo.write("src/tmp.js", "short-lived");
+        repo.write("src/odd\n\x01name", "odd2");
+        commits.push(repo.commit("add tmp"));
+        repo.remove("src/tmp.js");
+        let exec = repo.path().join("src/b.sh");
+        fs::set_permissions(&exec, fs::Permissions::from_mode(0o755)).unwrap();
+        commits.push(repo.commit("drop tmp"));
+        repo.write("src/a.js", "a");
+        repo.write("src/b.sh", "b2");
+        commits.push(repo.commit("Revert \"two\""));
+        repo.remove("src/dir/c.js");
+        std::os::unix::fs::symlink("elsewhere", repo.path().join("src/dir/c.js")).unwrap();
+        repo.write("src/dir/new.js", "new");
+        commits.push(repo.commit("link"));
+        repo.write("src/dir/new.js", "new");
+        repo.write("other/y", "y");
+        commits.push(repo.commit("outside at the tip"));
+        let tip = commits.last().unwrap().clone();
+        for path in [Some("src"), Some("src/dir"), None] {
+            let head = repo.source(path).head().unwrap();
+            for from in &commits[..commits.len() - 1] {
+                let mut walker = repo.source(path);
+                let Some(walked) = walker.walked(from, &tip) else {
+                    panic!("no walk from {from} at {path:?}");
+                };
+                let mut asked = repo.source(path);
+                assert_eq!(walked, head, "head from {from} at {path:?}");
+                assert_eq!(
+                    walker.changes(from, &walked).unwrap(),
+                    asked.changes(from, &walked).unwrap(),
+                    "changes from {from} at {path:?}"
+                );
+                assert_eq!(
+                    walker.reverts(from, &walked).unwrap(),
+                    asked.reverts(from, &walked).unwrap(),
+                    "reverts from {from} at {path:?}"
+                );
+                assert_eq!(walker.request_counts().compare, 1);
+                assert_eq!(walker.request_counts().history, 1);
+            }
+        }
+        assert_eq!(
+            repo.source(Some("src"))
+                .reverts(&commits[0], &tip)
+                .unwrap()
+                .len(),
+            1,
+            "the range holds a revert"
+        );
+    }
+
+    /// A merge, a branch rewritten under the remembered head, or a range
+    /// longer than the walk takes is left to the usual lookups.
+    #[test]
+    fn a_walk_over_anything_but_a_short_line_of_commits_gives_way() {
+        let repo = Repo::new();
+        repo.write("src/a.js", "a");
+        let base = repo.commit("one");
+        repo.git(&["checkout", "-q", "-b", "side"]);
+        repo.write("src/b.js", "b");
+        repo.commit("side");
+        repo.git(&["checkout", "-q", "main"]);
+        repo.write("src/a.js", "a2");
+        repo.commit("main");
+        repo.git(&["merge", "-q", "--no-edit", "side"]);
+        let merged = repo.git(&["rev-parse", "HEAD"]);
+        assert_eq!(repo.source(Some("src")).walked(&base, &merged), None);
+        let side = repo.git(&["rev-parse", "side"]);
+        assert_eq!(repo.source(Some("src")).walked(&side, &merged), None);
+        let mut last = merged.clone();
+        for i in 0..=crate::source::git_walk::MAX_COMMITS {
+            repo.write("src/a.js", format!("{i}"));
+            last = repo.commit("again");
+        }
+        assert_eq!(repo.source(Some("src")).walked(&merged, &last), None);
+        let unknown = format!("{:040x}", 7);
+        assert_eq!(repo.source(Some("src")).walked(&unknown, &last), None);
     }
 }

@@ -1,0 +1,46 @@
+//! How many git processes a small wake starts on the git source: each costs
+//! about what a whole no-op does, so a 1-file wake asks git once for the
+//! commits since the remembered head and once for the object it reads.
+
+use std::fs;
+
+use crate::expect_code;
+use crate::util::{Sandbox, WATCHED, at};
+
+fn git_calls(log: &std::path::Path) -> Vec<String> {
+    let calls = fs::read_to_string(log).unwrap_or_default();
+    let _ = fs::remove_file(log);
+    calls.lines().map(str::to_string).collect()
+}
+
+#[test]
+fn a_one_file_wake_starts_at_most_two_git_processes() {
+    let mut sb = Sandbox::with_files(&["a.js", "b.js", "c.js"]);
+    expect_code(&sb.tick(&at(0), &[]), 10);
+    let log = sb.log_git_calls();
+    sb.repo.move_tip();
+    sb.repo.write(&format!("{WATCHED}/b.js"), "// b, edited\n");
+    let head = sb.repo.commit("edit b");
+    sb.repo.move_tip();
+
+    let out = sb.tick(&at(2), &[]);
+    expect_code(&out, 12);
+    let calls = git_calls(&log);
+    assert!(
+        calls.len() <= 2,
+        "{} git processes: {calls:#?}",
+        calls.len()
+    );
+    assert!(calls.iter().any(|c| c.contains("cat-file")), "{calls:#?}");
+    assert_eq!(sb.stats()["wake"]["last_head"], head.as_str());
+    let out = out.json();
+    assert_eq!(out["verdict"]["reason"], "repo_changed");
+    assert_eq!(out["files"][0]["path"], format!("{WATCHED}/b.js"));
+    assert_eq!(out["files"].as_array().unwrap().len(), 1);
+    // The same requests as when the head, the compare and the rollback
+    // lookup were a process each.
+    assert_eq!(
+        out["requests_by_kind"],
+        serde_json::json!({"head": 1, "list": 0, "read": 1, "compare": 1, "history": 1})
+    );
+}
