@@ -2510,6 +2510,37 @@ fn gitlab_repo_changed_costs_a_compare_plus_two_requests_per_changed_file() {
     );
 }
 
+/// Commits `n` generated files to `main` in one `git fast-import`: file `i`
+/// at `path_of(i)`, holding `content_of(i)`.
+fn import_files(
+    sb: &Sandbox,
+    n: usize,
+    path_of: impl Fn(usize) -> String,
+    content_of: impl Fn(usize) -> String,
+) {
+    use std::io::Write;
+    let mut stream = Vec::new();
+    for i in 0..n {
+        let content = content_of(i);
+        write!(
+            stream,
+            "blob\nmark :{}\ndata {}\n{content}\n",
+            i + 1,
+            content.len()
+        )
+        .unwrap();
+    }
+    writeln!(
+        stream,
+        "commit refs/heads/main\ncommitter t <t@example.invalid> 1781481600 +0000\ndata 6\nfiles\n"
+    )
+    .unwrap();
+    for i in 0..n {
+        writeln!(stream, "M 100644 :{} {}", i + 1, path_of(i)).unwrap();
+    }
+    fast_import(sb, &stream);
+}
+
 /// Feeds `stream` to `git fast-import` in the sandbox's repository.
 fn fast_import(sb: &Sandbox, stream: &[u8]) {
     use std::io::Write;
@@ -2547,31 +2578,13 @@ struct ScaleRun {
 /// Builds a repository of `n` files (1,000 to a directory), runs a first run
 /// with `--batch 0` and no read bound, a no-op, and a tick after one file changed.
 fn scale_run(n: usize) -> ScaleRun {
-    use std::io::Write;
     use std::time::Instant;
     let started = Instant::now();
     let sb = Sandbox::new();
     let path_of = |i: usize| format!("{WATCHED}/d{:03}/f{i:06}.js", i / 1000);
-    let mut stream = Vec::new();
-    for i in 0..n {
-        let content = format!("// f{i:06}.js\nmodule.exports = {i};\n");
-        write!(
-            stream,
-            "blob\nmark :{}\ndata {}\n{content}\n",
-            i + 1,
-            content.len()
-        )
-        .unwrap();
-    }
-    writeln!(
-        stream,
-        "commit refs/heads/main\ncommitter t <t@example.invalid> 1781481600 +0000\ndata 6\nfiles\n"
-    )
-    .unwrap();
-    for i in 0..n {
-        writeln!(stream, "M 100644 :{} {}", i + 1, path_of(i)).unwrap();
-    }
-    fast_import(&sb, &stream);
+    import_files(&sb, n, path_of, |i| {
+        format!("// f{i:06}.js\nmodule.exports = {i};\n")
+    });
     let built = started.elapsed();
 
     let gl = sb.gitlab();

@@ -11,25 +11,12 @@ use serde_json::{Value, json};
 use crate::expect_code;
 use crate::util::gitlab::{Api, Endpoint, Reply};
 use crate::util::openai::{self, FakeOpenAi};
-use crate::util::{Output, Sandbox, WATCHED, at};
+use crate::util::{Output, Sandbox, WATCHED, at, notes};
 
 /// The state file as JSON.
 fn state_of(sb: &Sandbox) -> Value {
     // The records live in the shards the manifest names.
     crate::util::layout::state_doc(&sb.state)
-}
-
-/// The notes of a `--json` report, one per line.
-fn notes(report: &Value) -> String {
-    report["notes"]
-        .as_array()
-        .map(|n| {
-            n.iter()
-                .filter_map(Value::as_str)
-                .collect::<Vec<_>>()
-                .join("\n")
-        })
-        .unwrap_or_default()
 }
 
 #[test]

@@ -6,13 +6,12 @@
 //! listed blob, a link and a `../` entry are never judged from it.
 
 use std::collections::BTreeSet;
-use std::io::Write;
 
 use serde_json::Value;
 
 use crate::util::gitlab::{Api, Endpoint, FakeGitLab, Reply, Tamper, rate_limited};
-use crate::util::{Sandbox, WATCHED, at, files};
-use crate::{expect_code, fast_import};
+use crate::util::{Sandbox, WATCHED, at, files, notes};
+use crate::{expect_code, fast_import, import_files};
 
 fn path_of(i: usize) -> String {
     format!("{WATCHED}/d{:02}/f{i:05}.js", i / 100)
@@ -22,27 +21,10 @@ fn path_of(i: usize) -> String {
 /// watched path, in one commit.
 fn project(n: usize, size: usize) -> Sandbox {
     let sb = Sandbox::new();
-    let mut stream = Vec::new();
-    for i in 0..n {
+    import_files(&sb, n, path_of, |i| {
         let pad = "/".repeat(size.saturating_sub(40));
-        let content = format!("// f{i:05}.js {pad}\nmodule.exports = {i};\n");
-        write!(
-            stream,
-            "blob\nmark :{}\ndata {}\n{content}\n",
-            i + 1,
-            content.len()
-        )
-        .unwrap();
-    }
-    writeln!(
-        stream,
-        "commit refs/heads/main\ncommitter t <t@example.invalid> 1781481600 +0000\ndata 6\nfiles\n"
-    )
-    .unwrap();
-    for i in 0..n {
-        writeln!(stream, "M 100644 :{} {}", i + 1, path_of(i)).unwrap();
-    }
-    fast_import(&sb, &stream);
+        format!("// f{i:05}.js {pad}\nmodule.exports = {i};\n")
+    });
     sb
 }
 
@@ -59,18 +41,6 @@ fn blob_reads(gl: &FakeGitLab) -> BTreeSet<String> {
         .iter()
         .map(|r| r.segments[6].clone())
         .collect()
-}
-
-fn notes(report: &Value) -> String {
-    report["notes"]
-        .as_array()
-        .map(|n| {
-            n.iter()
-                .filter_map(Value::as_str)
-                .collect::<Vec<_>>()
-                .join("\n")
-        })
-        .unwrap_or_default()
 }
 
 #[test]

@@ -448,6 +448,19 @@ pub fn files(report: &Value) -> Vec<(String, String, String)> {
         .collect()
 }
 
+/// The notes of a `--json` report, one per line.
+pub fn notes(report: &Value) -> String {
+    report["notes"]
+        .as_array()
+        .map(|n| {
+            n.iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
 /// The fingerprint a tick reported for `path`.
 pub fn fingerprint_of(report: &Value, path: &str) -> String {
     report["files"]
