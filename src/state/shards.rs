@@ -133,22 +133,36 @@ fn check_counts(path: &Path, dir: &Path, layout: &Layout, shards: &[Option<Saved
         )
     };
     let mut total: u64 = 0;
+    let open = if shards.iter().any(Option::is_some) {
+        Some(safe_fs::OpenDir::open(dir))
+    } else {
+        None
+    };
     for saved in shards.iter().flatten() {
-        let shard = dir.join(format!("{}.json", saved.id));
-        let Ok(meta) = fs::symlink_metadata(&shard) else {
-            return Err(damaged(format!(
+        let name = format!("{}.json", saved.id);
+        let missing = || {
+            damaged(format!(
                 "names shard `{}`, which is missing",
-                shard.display()
-            )));
+                dir.join(&name).display()
+            ))
         };
-        // A link or a special file is refused when the shard is read.
-        if meta.is_file() && saved.summary.n as u64 > meta.len() / limits::MIN_RECORD_BYTES {
-            return Err(damaged(format!(
-                "counts {} records in shard `{}`, which has {} bytes",
-                saved.summary.n,
-                shard.display(),
-                meta.len()
-            )));
+        let entry = match &open {
+            Some(Ok(d)) => d.entry(&name).unwrap_or(safe_fs::Entry::Missing),
+            _ => safe_fs::Entry::Missing,
+        };
+        match entry {
+            safe_fs::Entry::Missing => return Err(missing()),
+            safe_fs::Entry::File(len)
+                if saved.summary.n as u64 > len / limits::MIN_RECORD_BYTES =>
+            {
+                return Err(damaged(format!(
+                    "counts {} records in shard `{}`, which has {len} bytes",
+                    saved.summary.n,
+                    dir.join(&name).display(),
+                )));
+            }
+            // A link or a special file is refused when the shard is read.
+            _ => {}
         }
         total = total.saturating_add(saved.summary.n as u64);
     }
