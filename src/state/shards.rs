@@ -120,57 +120,22 @@ pub fn attach(
     Ok(())
 }
 
-/// Every shard the manifest names is there, and the counts it claims are
-/// ones the shards on disk can hold: the records of the layout are those of
-/// the summaries, and no shard claims more records than its bytes can
-/// carry. Checked before anything is allocated from a count.
+/// The counts the manifest claims add up: the records of the layout are
+/// those of the summaries. Nothing is looked up on disk here: a wake reads
+/// only the shards it needs (`read_shard` checks each against its summary),
+/// and the commands that read every shard check every one.
 fn check_counts(path: &Path, dir: &Path, layout: &Layout, shards: &[Option<Saved>]) -> Result<()> {
-    let damaged = |what: String| {
-        anyhow!(
-            "damaged state: state file `{}` {what}; the files were left untouched: restore them from a backup, or move the state and `{}` away to start over",
-            path.display(),
-            dir.display()
-        )
-    };
-    let mut total: u64 = 0;
-    let open = if shards.iter().any(Option::is_some) {
-        Some(safe_fs::OpenDir::open(dir))
-    } else {
-        None
-    };
-    for saved in shards.iter().flatten() {
-        let name = format!("{}.json", saved.id);
-        let missing = || {
-            damaged(format!(
-                "names shard `{}`, which is missing",
-                dir.join(&name).display()
-            ))
-        };
-        let entry = match &open {
-            Some(Ok(d)) => d.entry(&name).unwrap_or(safe_fs::Entry::Missing),
-            _ => safe_fs::Entry::Missing,
-        };
-        match entry {
-            safe_fs::Entry::Missing => return Err(missing()),
-            safe_fs::Entry::File(len)
-                if saved.summary.n as u64 > len / limits::MIN_RECORD_BYTES =>
-            {
-                return Err(damaged(format!(
-                    "counts {} records in shard `{}`, which has {len} bytes",
-                    saved.summary.n,
-                    dir.join(&name).display(),
-                )));
-            }
-            // A link or a special file is refused when the shard is read.
-            _ => {}
-        }
-        total = total.saturating_add(saved.summary.n as u64);
-    }
+    let total = shards
+        .iter()
+        .flatten()
+        .fold(0u64, |t, s| t.saturating_add(s.summary.n as u64));
     if layout.records as u64 != total {
-        return Err(damaged(format!(
-            "claims {} records where its shards count {total}",
-            layout.records
-        )));
+        return Err(anyhow!(
+            "damaged state: state file `{}` claims {} records where its shards count {total}; the files were left untouched: restore them from a backup, or move the state and `{}` away to start over",
+            path.display(),
+            layout.records,
+            dir.display()
+        ));
     }
     Ok(())
 }
@@ -190,6 +155,18 @@ fn read_shard(dir: &Path, state: &Path, saved: &Saved, i: usize, of: usize) -> R
         Ok(None) => return Err(damaged("is missing".into())),
         Err(e) => return Err(damaged(format!("cannot be read: {e}"))),
     };
+    // A count no shard of this size can hold is a lie of the manifest,
+    // told before a single record is parsed.
+    if saved.summary.n as u64 > bytes.len() as u64 / limits::MIN_RECORD_BYTES {
+        return Err(anyhow!(
+            "damaged state: state file `{}` counts {} records in shard `{}`, which has {} bytes; the files were left untouched: restore them from a backup, or move the state and `{}` away to start over",
+            state.display(),
+            saved.summary.n,
+            path.display(),
+            bytes.len(),
+            dir.display()
+        ));
+    }
     if hex(&Sha256::digest(&bytes)) != saved.id {
         return Err(damaged(
             "does not match its name (it was changed or torn)".into(),
@@ -386,6 +363,7 @@ pub fn write_shards(path: &Path, state: &State) -> Result<Staged> {
     }
     let mut written = Written::default();
     let mut shards: Vec<Option<Saved>> = Vec::with_capacity(buckets);
+    let mut pending: Vec<(PathBuf, Vec<u8>)> = Vec::new();
     for (i, plan) in planned.into_iter().enumerate() {
         let Some(plan) = plan else {
             shards.push(files.slots[i].saved.clone());
@@ -399,12 +377,18 @@ pub fn write_shards(path: &Path, state: &State) -> Result<Staged> {
         let id = hex(&Sha256::digest(&bytes));
         let unchanged = !reshard && files.slots[i].saved.as_ref().map(|s| &s.id) == Some(&id);
         let summary = summarise(files, i, &plan, unchanged, path)?;
-        if !unchanged && write_shard(&dir, &id, &bytes, path)? {
+        if !unchanged && let Some(at) = to_write(&dir, &id, &bytes, path)? {
             written.shards += 1;
             written.shard_bytes += bytes.len() as u64;
+            pending.push((at, bytes));
         }
         shards.push(Some(Saved { id, summary }));
     }
+    let all: Vec<(&Path, &[u8])> = pending
+        .iter()
+        .map(|(p, b)| (p.as_path(), b.as_slice()))
+        .collect();
+    safe_fs::create_synced_all(&all, Some(path)).map_err(|e| save_error(path, &dir, e))?;
     safe_fs::sync_dir(&dir).map_err(|e| save_error(path, &dir, e))?;
     let layout = Layout {
         buckets,
@@ -492,19 +476,17 @@ fn prepare_dir(dir: &Path) -> Result<()> {
     }
 }
 
-/// Write one shard unless a file of that name (the same bytes) is there.
-/// Returns whether it wrote.
-fn write_shard(dir: &Path, id: &str, bytes: &[u8], state: &Path) -> Result<bool> {
+/// Where a shard must be written, unless a file of that name (the same
+/// bytes: names are contents) is there already.
+fn to_write(dir: &Path, id: &str, bytes: &[u8], state: &Path) -> Result<Option<PathBuf>> {
     let path = dir.join(format!("{id}.json"));
     match fs::symlink_metadata(&path) {
         Ok(m) if m.file_type().is_symlink() => {
-            return Err(save_error(state, dir, safe_fs::link_error(&path)));
+            Err(save_error(state, dir, safe_fs::link_error(&path)))
         }
-        Ok(m) if m.is_file() && m.len() == bytes.len() as u64 => return Ok(false),
-        _ => {}
+        Ok(m) if m.is_file() && m.len() == bytes.len() as u64 => Ok(None),
+        _ => Ok(Some(path)),
     }
-    safe_fs::create_synced(&path, bytes, Some(state)).map_err(|e| save_error(state, dir, e))?;
-    Ok(true)
 }
 
 /// Remove shards the manifest does not name and temp files of killed saves.
@@ -671,6 +653,33 @@ mod tests {
         let err = save(&path, &state).unwrap_err().to_string();
         assert!(err.contains("the previous state was kept"), "{err}");
         assert_eq!(fs::read(&path).unwrap(), before);
+    }
+
+    #[test]
+    fn a_shard_counting_more_records_than_its_bytes_hold_is_refused_when_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, _) = saved(dir.path(), 10);
+        // One shard's count and the layout's total raised together, so the
+        // totals still agree: only the shard's own size gives the lie away.
+        let text = fs::read_to_string(&path).unwrap();
+        let text = text
+            .replace("\"records\":10", "\"records\":1000000000")
+            .replace("\"n\":10", "\"n\":1000000000");
+        fs::write(&path, with_body_bytes(&text)).unwrap();
+        let state = store::load_lazy(&path).unwrap().unwrap();
+        assert!(state.files.get("f1.js").is_none());
+        let err = state.files.error().unwrap().to_string();
+        assert!(err.contains("counts 1000000000 records in shard"), "{err}");
+        let err = store::load(&path).unwrap_err().to_string();
+        assert!(err.contains("counts 1000000000 records in shard"), "{err}");
+    }
+
+    /// The manifest `text` with its header's `body_bytes` made true again.
+    fn with_body_bytes(text: &str) -> String {
+        let (head, body) = text.split_once('\n').unwrap();
+        let at = head.find("\"body_bytes\":").unwrap() + "\"body_bytes\":".len();
+        let end = at + head[at..].find(|c: char| !c.is_ascii_digit()).unwrap();
+        format!("{}{}{}\n{body}", &head[..at], body.len(), &head[end..])
     }
 
     #[test]

@@ -72,6 +72,36 @@ fn a_one_file_wake_with_autonomy_on_reads_no_shard_for_a_full_trigger_list() {
     one_file_wake_reads_one_shard(&["--autonomy", "controlled"]);
 }
 
+#[test]
+fn a_one_file_wake_looks_up_no_shard_it_does_not_read() {
+    // Every shard but the edited file's is removed: a wake that looked each
+    // one up (512 at 100,000 files) would fail naming one, a wake that costs
+    // what changed never notices; the commands that read them all still do.
+    let sb = with_unresolved_imports(2000);
+    expect_code(&sb.tick(&at(0), &[]), 10);
+    sb.repo
+        .write(&format!("{WATCHED}/f7.js"), "// f7, edited\n");
+    sb.repo.commit("edit f7");
+    let key = format!("\"{WATCHED}/f7.js\":");
+    let mut removed = 0;
+    for p in shard_paths(&sb.state) {
+        if !fs::read_to_string(&p).unwrap().contains(&key) {
+            fs::remove_file(&p).unwrap();
+            removed += 1;
+        }
+    }
+    assert!(removed >= 7, "{removed} shards removed");
+    let out = sb.tick(&at(2), &[]);
+    expect_code(&out, 12);
+    assert_eq!(judged(&out), [format!("{WATCHED}/f7.js")]);
+    let stats = sb
+        .sentinel(["stats", "--json", "--state"])
+        .arg(&sb.state)
+        .output();
+    expect_code(&stats, 1);
+    assert!(stats.stderr.contains("is missing"), "{}", stats.stderr);
+}
+
 /// `n` files in directories of 100; every tenth imports a sibling that
 /// does not exist.
 fn in_directories(n: usize) -> Sandbox {
