@@ -47,6 +47,9 @@ pub struct GitSource {
     /// The ids announced by `prefetch`, all written at once to a child of
     /// their own; `read` takes their answers in order.
     stream: Option<Stream>,
+    /// A `cat-file --batch --buffer` started by `warm`, waiting for the ids
+    /// of `prefetch`: git's own start-up runs while the state loads.
+    warm: Option<CatFile>,
     /// The walk since the remembered head that answered this tick's head
     /// lookup; its compare and rollback lookup are answered from it.
     walk: Option<super::git_walk::Walk>,
@@ -63,6 +66,7 @@ impl GitSource {
             counts: RequestCounts::default(),
             cat_file: None,
             stream: None,
+            warm: None,
             walk: None,
         }
     }
@@ -406,7 +410,17 @@ impl Source for GitSource {
         }
         // A child that cannot start leaves every read to the one-at-a-time
         // child, whose failure then says why.
-        self.stream = Stream::start(self.git(), ids).ok();
+        let child = match self.warm.take() {
+            Some(child) => Ok(child),
+            None => CatFile::spawn_with(self.git(), STREAM_ARGS),
+        };
+        self.stream = child.and_then(|c| Stream::start(c, ids)).ok();
+    }
+
+    fn warm(&mut self) {
+        if self.warm.is_none() && self.stream.is_none() {
+            self.warm = CatFile::spawn_with(self.git(), STREAM_ARGS).ok();
+        }
     }
 
     fn read(&mut self, blob: &str, limit: u64) -> Result<Vec<u8>, SourceError> {
@@ -483,6 +497,9 @@ impl Drop for GitSource {
         if let Some(stream) = self.stream.take() {
             stream.close();
         }
+        if let Some(warm) = self.warm.take() {
+            warm.close();
+        }
     }
 }
 
@@ -506,11 +523,13 @@ struct Stream {
     writer: Option<JoinHandle<()>>,
 }
 
+/// A `Stream`'s child. `--buffer`: git fills its output buffer instead of
+/// flushing after every object; the closed input at the end flushes the
+/// rest (so only a child fed all its ids at once may be started so).
+const STREAM_ARGS: &[&str] = &["cat-file", "--batch", "--buffer"];
+
 impl Stream {
-    fn start(cmd: Command, ids: VecDeque<String>) -> io::Result<Stream> {
-        // `--buffer`: git fills its output buffer instead of flushing after
-        // every object; the closed input at the end flushes the rest.
-        let mut cat_file = CatFile::spawn_with(cmd, &["cat-file", "--batch", "--buffer"])?;
+    fn start(mut cat_file: CatFile, ids: VecDeque<String>) -> io::Result<Stream> {
         let stdin = cat_file.stdin.take().expect("spawned with a pipe");
         let mut list = Vec::with_capacity(ids.len() * 41);
         for id in &ids {
@@ -1376,6 +1395,32 @@ mod tests {
         );
         assert_eq!(source.cat_file.as_ref().unwrap().child.id(), pid);
         assert_eq!(source.requests(), 4);
+    }
+
+    #[test]
+    fn a_warmed_child_answers_the_prefetch_and_one_never_used_ends_with_the_source() {
+        let repo = Repo::new();
+        repo.write("a", "alpha\n");
+        repo.write("b", "beta\n");
+        repo.commit("one");
+        let (a, b) = (repo.blob("HEAD:a"), repo.blob("HEAD:b"));
+
+        let mut source = repo.source(None);
+        source.warm();
+        let pid = source.warm.as_ref().unwrap().child.id();
+        source.prefetch(&[a.clone(), b.clone()]);
+        assert!(source.warm.is_none(), "the warm child was handed over");
+        assert_eq!(source.stream.as_ref().unwrap().cat_file.child.id(), pid);
+        assert_eq!(source.read(&a, 1 << 20), Ok(b"alpha\n".to_vec()));
+        assert_eq!(source.read(&b, 1 << 20), Ok(b"beta\n".to_vec()));
+        assert!(source.cat_file.is_none(), "no other child was started");
+
+        let mut idle = repo.source(None);
+        idle.warm();
+        let pid = idle.warm.as_ref().unwrap().child.id();
+        drop(idle);
+        // Reaped by the drop: no such process, not even a zombie.
+        assert!(!Path::new(&format!("/proc/{pid}")).exists());
     }
 
     #[test]

@@ -111,6 +111,10 @@ pub trait Source {
     /// costs no request, and reads of other ids, in another order, or
     /// fewer of them, are answered all the same.
     fn prefetch(&mut self, _blobs: &[String]) {}
+    /// The tick is about to load its state and will most likely read
+    /// contents: a source may start now what reading them needs, so that it
+    /// starts while the state loads. Only a hint, costing no request.
+    fn warm(&mut self) {}
     /// All the content ids the tick wants read (whatever the read limit),
     /// at commit `at`, each kept up to `limit` bytes, out of `tracked`
     /// files: a source with a cheaper way than one read each (GitLab's

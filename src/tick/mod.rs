@@ -94,6 +94,11 @@ pub fn run(cfg: &TickConfig, fx: &mut Effects) -> Result<TickReport> {
         return early::idle(cfg, &look, fx.storage, fx.source);
     }
 
+    // The contents the wake reads come from a child that can start while
+    // the state loads (`git cat-file`: a millisecond or two of its own).
+    if matches!(look.verdict.reason, Reason::RepoChanged | Reason::FirstRun) {
+        fx.source.warm();
+    }
     let mut state = if look.known_state {
         fx.storage.load()?.unwrap_or_else(State::new)
     } else {
