@@ -156,22 +156,57 @@ const SYNC_THREADS: usize = 8;
 /// place. The fsync of the directory is left to the caller, who syncs it
 /// once for all of them. A file is never renamed before its own bytes are
 /// durable, so a crash leaves each name either absent or whole.
-pub fn create_synced_all(files: &[(&Path, &[u8])], like: Option<&Path>) -> io::Result<()> {
+/// `also` is synced with the last window (alone when there are no files).
+pub fn create_synced_all(
+    files: &[(&Path, &[u8])],
+    like: Option<&Path>,
+    also: Option<&File>,
+) -> io::Result<()> {
     let template = match like {
         Some(l) => existing(l)?,
         None => None,
     };
-    for window in files.chunks(SYNC_WINDOW) {
+    let mut windows: Vec<&[(&Path, &[u8])]> = files.chunks(SYNC_WINDOW).collect();
+    if windows.is_empty() {
+        windows.push(&[]);
+    }
+    let last = windows.len() - 1;
+    for (i, window) in windows.into_iter().enumerate() {
         let mut staged = Vec::with_capacity(window.len());
         for (path, bytes) in window {
             staged.push((*path, write_temp(path, bytes, template.as_ref())?));
         }
-        sync_all_of(staged.iter().map(|(_, tmp)| tmp.as_file()))?;
+        let extra = if i == last { also } else { None };
+        sync_all_of(staged.iter().map(|(_, tmp)| tmp.as_file()).chain(extra))?;
         for (path, tmp) in staged {
             rename_synced(path, tmp)?;
         }
     }
     Ok(())
+}
+
+/// A replacement of a file, written beside it under a temp name the way
+/// `replace` does but not yet synced: its fsync can be had together with
+/// other files' (`create_synced_all`'s `also`), before `commit` renames it.
+pub struct Replacement(tempfile::NamedTempFile);
+
+impl Replacement {
+    /// `bytes` beside `path`, with the mode and owner of the file it replaces.
+    pub fn stage(path: &Path, bytes: &[u8]) -> io::Result<Replacement> {
+        let template = existing(path)?;
+        write_temp(path, bytes, template.as_ref()).map(Replacement)
+    }
+
+    pub fn file(&self) -> &File {
+        self.0.as_file()
+    }
+
+    /// Rename it over `path` and sync the directory; its own fsync must
+    /// have been had already (`create_synced_all`'s `also`).
+    pub fn commit(self, path: &Path) -> io::Result<()> {
+        rename_synced(path, self.0)?;
+        sync_dir(dir_of(path))
+    }
 }
 
 /// fsync every file, on up to `SYNC_THREADS` threads; the first error wins.

@@ -324,9 +324,29 @@ pub struct Written {
 
 /// Write the shards that changed, then the manifest; then remove what the
 /// new manifest no longer names. Returns what was written.
+///
+/// The manifest's temp file is written before the shards are synced and
+/// synced along with them, so the device is waited on once for both; it
+/// is renamed into place only once the shards and their names are durable,
+/// which keeps the order of `write_shards` then `commit`.
 pub fn save(path: &Path, state: &State) -> Result<Written> {
-    let staged = write_shards(path, state)?;
-    commit(path, state, staged)
+    let (staged, pending) = encode_shards(path, state)?;
+    let bytes = super::store::encode_manifest(state, &staged.layout, &staged.shards)?;
+    let manifest =
+        safe_fs::Replacement::stage(path, &bytes).map_err(|e| manifest_error(path, e))?;
+    flush(path, &dir_of(path), &pending, Some(manifest.file()))?;
+    manifest.commit(path).map_err(|e| manifest_error(path, e))?;
+    let mut written = staged.written;
+    written.manifest_bytes = bytes.len() as u64;
+    sweep_all_but(path, &staged.shards);
+    Ok(written)
+}
+
+fn manifest_error(path: &Path, e: std::io::Error) -> anyhow::Error {
+    anyhow!(
+        "cannot save state file `{}`: {e}; the previous state was kept, check that the directory is writable",
+        path.display()
+    )
 }
 
 /// The first half of a save: every shard the new manifest will name is on
@@ -339,6 +359,33 @@ pub struct Staged {
 }
 
 pub fn write_shards(path: &Path, state: &State) -> Result<Staged> {
+    let (staged, pending) = encode_shards(path, state)?;
+    let dir = dir_of(path);
+    flush(path, &dir, &pending, None)?;
+    Ok(staged)
+}
+
+/// Write and sync the new shards (and `also`, a file whose fsync is wanted
+/// at the same time), then make their names durable.
+fn flush(
+    path: &Path,
+    dir: &Path,
+    pending: &[(PathBuf, Vec<u8>)],
+    also: Option<&fs::File>,
+) -> Result<()> {
+    let all: Vec<(&Path, &[u8])> = pending
+        .iter()
+        .map(|(p, b)| (p.as_path(), b.as_slice()))
+        .collect();
+    safe_fs::create_synced_all(&all, Some(path), also).map_err(|e| save_error(path, dir, e))?;
+    safe_fs::sync_dir(dir).map_err(|e| save_error(path, dir, e))
+}
+
+/// Every bucket to save, encoded, with its summary; the shards not on disk
+/// yet are returned with their bytes, written by nobody so far.
+type Encoded = (Staged, Vec<(PathBuf, Vec<u8>)>);
+
+fn encode_shards(path: &Path, state: &State) -> Result<Encoded> {
     let files = &state.files;
     if let Some(e) = files.error() {
         bail!("{e} (the state was not saved; the previous state was kept)");
@@ -384,22 +431,19 @@ pub fn write_shards(path: &Path, state: &State) -> Result<Staged> {
         }
         shards.push(Some(Saved { id, summary }));
     }
-    let all: Vec<(&Path, &[u8])> = pending
-        .iter()
-        .map(|(p, b)| (p.as_path(), b.as_slice()))
-        .collect();
-    safe_fs::create_synced_all(&all, Some(path)).map_err(|e| save_error(path, &dir, e))?;
-    safe_fs::sync_dir(&dir).map_err(|e| save_error(path, &dir, e))?;
     let layout = Layout {
         buckets,
         records: files.len(),
         locks: files.locks.clone(),
     };
-    Ok(Staged {
-        shards,
-        layout,
-        written,
-    })
+    Ok((
+        Staged {
+            shards,
+            layout,
+            written,
+        },
+        pending,
+    ))
 }
 
 /// The summary bucket `i` is saved with: computed by the rules the tick
@@ -436,14 +480,18 @@ pub fn commit(path: &Path, state: &State, staged: Staged) -> Result<Written> {
     let bytes = super::store::encode_manifest(state, &layout, &shards)?;
     super::store::write_atomically(path, &bytes)?;
     written.manifest_bytes = bytes.len() as u64;
-    // The new manifest is durable: what it does not name is garbage now.
+    sweep_all_but(path, &shards);
+    Ok(written)
+}
+
+/// The new manifest is durable: what it does not name is garbage now.
+fn sweep_all_but(path: &Path, shards: &[Option<Saved>]) {
     let keep: BTreeSet<String> = shards
         .iter()
         .flatten()
         .map(|s| format!("{}.json", s.id))
         .collect();
     sweep(&dir_of(path), &keep);
-    Ok(written)
 }
 
 fn save_error(path: &Path, dir: &Path, e: std::io::Error) -> anyhow::Error {
