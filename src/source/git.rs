@@ -53,6 +53,23 @@ pub struct GitSource {
     /// The walk since the remembered head that answered this tick's head
     /// lookup; its compare and rollback lookup are answered from it.
     walk: Option<super::git_walk::Walk>,
+    /// A walk started by `begin`, not read yet, with the tip it was read at.
+    begun: Option<Begun>,
+}
+
+/// A `git log` over the commits since the remembered head, started early
+/// so that it runs while the tick loads its state.
+struct Begun {
+    from: String,
+    tip: String,
+    child: Child,
+}
+
+impl Begun {
+    fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 impl GitSource {
@@ -68,6 +85,7 @@ impl GitSource {
             stream: None,
             warm: None,
             walk: None,
+            begun: None,
         }
     }
 
@@ -244,14 +262,15 @@ impl GitSource {
         if !is_object_id(from) || !is_object_id(tip) {
             return None;
         }
-        let args = super::git_walk::args(from, tip);
-        let mut child = self
-            .git()
-            .args(&args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .ok()?;
+        let mut child = match self.begun.take() {
+            Some(b) if b.from == from && b.tip == tip => b.child,
+            other => {
+                if let Some(stale) = other {
+                    stale.kill();
+                }
+                self.spawn_walk(from, tip).ok()?
+            }
+        };
         // Bounded: commits far outside the watched path may list many
         // files; past the bound the usual lookups answer instead.
         let limit = super::git_walk::MAX_BYTES;
@@ -273,6 +292,15 @@ impl GitSource {
         let head = walk.head.clone();
         self.walk = Some(walk);
         Some(head)
+    }
+
+    fn spawn_walk(&self, from: &str, tip: &str) -> io::Result<Child> {
+        let args = super::git_walk::args(from, tip);
+        self.git()
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
     }
 
     fn describe_path(&self) -> &str {
@@ -335,8 +363,11 @@ impl Source for GitSource {
     ) -> (Result<String, SourceError>, Option<String>) {
         // Read before git answers: a tip that moves in between makes the
         // pair remembered older than the head, never newer, so the next
-        // tick asks again.
-        let tip = super::tip::read(&self.repo, &self.rev);
+        // tick asks again. A walk begun early was read the same way.
+        let tip = match &self.begun {
+            Some(b) => Some(b.tip.clone()),
+            None => super::tip::read(&self.repo, &self.rev),
+        };
         if let (Some(t), Some(k)) = (&tip, known)
             && *t == k.tip
         {
@@ -415,6 +446,32 @@ impl Source for GitSource {
             None => CatFile::spawn_with(self.git(), STREAM_ARGS),
         };
         self.stream = child.and_then(|c| Stream::start(c, ids)).ok();
+    }
+
+    fn begin(&mut self, known: Option<&super::TipHead>) -> bool {
+        let Some(k) = known else {
+            return false;
+        };
+        let Some(tip) = super::tip::read(&self.repo, &self.rev) else {
+            return false;
+        };
+        if tip == k.tip || !is_object_id(&k.head) || !is_object_id(&tip) {
+            return false;
+        }
+        if let Some(old) = self.begun.take() {
+            old.kill();
+        }
+        match self.spawn_walk(&k.head, &tip) {
+            Ok(child) => {
+                self.begun = Some(Begun {
+                    from: k.head.clone(),
+                    tip,
+                    child,
+                });
+                true
+            }
+            Err(_) => false,
+        }
     }
 
     fn warm(&mut self) {
@@ -499,6 +556,9 @@ impl Drop for GitSource {
         }
         if let Some(warm) = self.warm.take() {
             warm.close();
+        }
+        if let Some(begun) = self.begun.take() {
+            begun.kill();
         }
     }
 }
@@ -1421,6 +1481,52 @@ mod tests {
         drop(idle);
         // Reaped by the drop: no such process, not even a zombie.
         assert!(!Path::new(&format!("/proc/{pid}")).exists());
+    }
+
+    #[test]
+    fn a_walk_begun_early_answers_the_head_lookup_and_a_stale_one_is_replaced() {
+        let repo = Repo::new();
+        repo.write("src/a.js", "a");
+        let first = repo.commit("one");
+        repo.write("src/a.js", "a2");
+        let second = repo.commit("two");
+        let known = crate::state::schema::TipHead {
+            tip: first.clone(),
+            head: first.clone(),
+        };
+
+        let mut source = repo.source(Some("src"));
+        assert!(source.begin(Some(&known)));
+        let pid = source.begun.as_ref().unwrap().child.id();
+        let (head, tip) = source.head_at_tip(Some(&known));
+        assert_eq!(
+            (head, tip.as_deref()),
+            (Ok(second.clone()), Some(second.as_str()))
+        );
+        assert!(source.begun.is_none(), "the begun walk was read");
+        assert_eq!(source.walk.as_ref().unwrap().from, first);
+        assert!(!Path::new(&format!("/proc/{pid}")).exists(), "and reaped");
+
+        // Nothing to begin when the tip has not moved.
+        let unmoved = crate::state::schema::TipHead {
+            tip: second.clone(),
+            head: second.clone(),
+        };
+        assert!(!repo.source(Some("src")).begin(Some(&unmoved)));
+
+        // A walk begun for another remembered head is ended, not used.
+        let mut source = repo.source(Some("src"));
+        assert!(source.begin(Some(&known)));
+        let stale = source.begun.as_ref().unwrap().child.id();
+        let other = crate::state::schema::TipHead {
+            tip: "0".repeat(40),
+            head: first.clone(),
+        };
+        let _ = source.walked(&"1".repeat(40), &second);
+        assert!(source.begun.is_none());
+        assert!(!Path::new(&format!("/proc/{stale}")).exists());
+        let (head, _) = source.head_at_tip(Some(&other));
+        assert_eq!(head, Ok(second));
     }
 
     #[test]

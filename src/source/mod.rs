@@ -115,6 +115,12 @@ pub trait Source {
     /// contents: a source may start now what reading them needs, so that it
     /// starts while the state loads. Only a hint, costing no request.
     fn warm(&mut self) {}
+    /// Start now what the next `head_at_tip(known)` will wait for, and
+    /// say whether there was anything to start: the tip moved, so the tick
+    /// most likely wakes and may load its state while the source answers.
+    fn begin(&mut self, _known: Option<&TipHead>) -> bool {
+        false
+    }
     /// All the content ids the tick wants read (whatever the read limit),
     /// at commit `at`, each kept up to `limit` bytes, out of `tracked`
     /// files: a source with a cheaper way than one read each (GitLab's

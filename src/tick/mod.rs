@@ -88,6 +88,14 @@ pub fn run(cfg: &TickConfig, fx: &mut Effects) -> Result<TickReport> {
     if let Some(rate_limited) = early::admit(cfg, fx.storage)? {
         return Ok(rate_limited);
     }
+    // A moved tip is a wake in all likelihood: git walks the new commits
+    // while the state loads. Should the verdict be no wake after all (the
+    // commits touched nothing watched), the load is dropped, its errors too.
+    let known = header
+        .as_ref()
+        .and_then(|h| h.wake.tip.as_ref())
+        .filter(|_| !rescoped);
+    let preloaded = fx.source.begin(known).then(|| fx.storage.load());
     let look = early::look(cfg, header, (scope, rescoped), fx.source)?;
     if !look.verdict.wake {
         early::record_start(cfg, fx.storage)?;
@@ -99,10 +107,10 @@ pub fn run(cfg: &TickConfig, fx: &mut Effects) -> Result<TickReport> {
     if matches!(look.verdict.reason, Reason::RepoChanged | Reason::FirstRun) {
         fx.source.warm();
     }
-    let mut state = if look.known_state {
-        fx.storage.load()?.unwrap_or_else(State::new)
-    } else {
-        State::new()
+    let mut state = match preloaded {
+        Some(loaded) => loaded?.unwrap_or_else(State::new),
+        None if look.known_state => fx.storage.load()?.unwrap_or_else(State::new),
+        None => State::new(),
     };
     state.files.set_rules(SUMMARY_RULES);
     // An outage tick that learns nothing must not rewrite the state: what

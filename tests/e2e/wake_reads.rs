@@ -102,6 +102,26 @@ fn a_one_file_wake_looks_up_no_shard_it_does_not_read() {
     assert!(stats.stderr.contains("is missing"), "{}", stats.stderr);
 }
 
+#[test]
+fn a_commit_outside_the_watched_path_stays_a_no_op_whatever_the_early_load_found() {
+    // A moved tip makes the tick load its state while git walks the new
+    // commits; when they touch nothing watched, that load and its errors are
+    // dropped: the tick is the no-op it always was. A wake then says it all.
+    let sb = Sandbox::with_files(&["a.js", "b.js"]);
+    expect_code(&sb.tick(&at(0), &[]), 10);
+    let text = fs::read_to_string(&sb.state).unwrap();
+    assert!(text.contains("\"records\":2"), "{text}");
+    fs::write(&sb.state, text.replace("\"records\":2", "\"records\":3")).unwrap();
+    sb.repo.write("elsewhere/readme.md", "not watched\n");
+    sb.repo.commit("outside the watched path");
+    expect_code(&sb.tick(&at(1), &[]), 0);
+    sb.repo.write(&format!("{WATCHED}/a.js"), "// a, edited\n");
+    sb.repo.commit("inside");
+    let out = sb.tick(&at(2), &[]);
+    expect_code(&out, 1);
+    assert!(out.stderr.contains("claims 3 records"), "{}", out.stderr);
+}
+
 /// `n` files in directories of 100; every tenth imports a sibling that
 /// does not exist.
 fn in_directories(n: usize) -> Sandbox {
