@@ -82,36 +82,49 @@ pub fn read(repo: &Path, rev: &str) -> Option<String> {
     }
 }
 
-/// The refs of `packed-refs` (none when there is no such file).
-struct Packed(Vec<(String, String)>);
+/// The text of `packed-refs` (empty when there is no such file), searched
+/// for the one ref a tick needs rather than parsed whole: a clone of a
+/// project with ten thousand tags holds as many lines, read on every tick.
+struct Packed(String);
 
 impl Packed {
     /// `None` when the file cannot be read or holds replace refs.
     fn read(git: &Path) -> Option<Packed> {
         let text = match fs::read_to_string(git.join("packed-refs")) {
             Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Some(Packed(Vec::new())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Some(Packed(String::new()));
+            }
             Err(_) => return None,
         };
-        let mut refs = Vec::new();
-        for line in text.lines() {
-            if line.starts_with('#') || line.starts_with('^') {
-                continue;
-            }
-            let (id, name) = line.split_once(' ')?;
-            if name.starts_with("refs/replace/") {
-                return None;
-            }
-            refs.push((name.to_string(), id.to_string()));
+        // Every ref line is `<id> <name>`: a name under refs/replace/ is
+        // always preceded by the space.
+        if text.contains(" refs/replace/") {
+            return None;
         }
-        Some(Packed(refs))
+        Some(Packed(text))
     }
 
+    /// The id on the line `<id> <name>`; comment (`#`) and peeled (`^`)
+    /// lines hold no name after a space, so they never match.
     fn get(&self, name: &str) -> Option<&str> {
-        self.0
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, id)| id.as_str())
+        let text = self.0.as_str();
+        let mut from = 0;
+        while let Some(at) = text[from..].find(name).map(|i| from + i) {
+            let end = at + name.len();
+            from = end;
+            let whole_name = text[..at].ends_with(' ')
+                && matches!(text.as_bytes().get(end), None | Some(b'\n') | Some(b'\r'));
+            if !whole_name {
+                continue;
+            }
+            let line = text[..at - 1].rfind('\n').map_or(0, |n| n + 1);
+            let id = &text[line..at - 1];
+            if !id.starts_with(['#', '^']) {
+                return Some(id);
+            }
+        }
+        None
     }
 }
 
@@ -216,6 +229,29 @@ mod tests {
         let worktree = tempfile::tempdir().unwrap();
         fs::write(worktree.path().join(".git"), "gitdir: /elsewhere\n").unwrap();
         assert_eq!(read(worktree.path(), "HEAD"), None);
+    }
+
+    #[test]
+    fn a_packed_ref_is_found_by_its_whole_name_among_ten_thousand_tags() {
+        let mut packed = String::from("# pack-refs with: peeled fully-peeled sorted \n");
+        packed.push_str(&format!("{A} refs/heads/main2\n{A} refs/heads/xmain\n"));
+        for i in 0..10_000 {
+            packed.push_str(&format!("{A} refs/tags/v{i}\n^{A}\n"));
+        }
+        packed.push_str(&format!("{B} refs/heads/main"));
+        let dir = clone_with(&[("packed-refs", &packed), ("HEAD", "ref: refs/heads/main\n")]);
+        assert_eq!(
+            read(dir.path(), "HEAD").as_deref(),
+            Some(B),
+            "the last line, no newline"
+        );
+        assert_eq!(
+            read(dir.path(), "refs/heads/mai"),
+            None,
+            "a prefix is not a name"
+        );
+        assert_eq!(read(dir.path(), "v9999").as_deref(), Some(A));
+        assert_eq!(read(dir.path(), "refs/heads/main2").as_deref(), Some(A));
     }
 
     #[test]
