@@ -139,32 +139,49 @@ const HIGH_WORDS: &[&str] = &[
     "cert",
 ];
 
+/// Parts of a file name that mark a test.
+const TEST_MARKS: &[&str] = &["_test.", ".test.", ".spec.", "_spec."];
+
+/// Whether any of the (non-empty) words occurs in `hay`. One pass over a
+/// short path, comparing where the first byte matches, costs less than a
+/// substring search set up per word, and every file is classified.
+fn contains_any(hay: &str, words: &[&str]) -> bool {
+    let hay = hay.as_bytes();
+    (0..hay.len()).any(|i| {
+        let rest = &hay[i..];
+        words
+            .iter()
+            .any(|w| w.as_bytes()[0] == rest[0] && rest.starts_with(w.as_bytes()))
+    })
+}
+
 /// Role and risk of a repository path.
 pub fn classify(path: &str) -> (Role, Risk) {
     let lower = path.to_ascii_lowercase();
-    let name = lower.rsplit('/').next().unwrap_or(&lower);
-    let dirs: Vec<&str> = lower.split('/').collect();
-    let dirs = &dirs[..dirs.len().saturating_sub(1)];
+    let (dir, name) = match lower.rsplit_once('/') {
+        Some((dir, name)) => (Some(dir), name),
+        None => (None, lower.as_str()),
+    };
+    // Every segment before the name; none for a file at the root.
+    let dirs = || dir.into_iter().flat_map(|d| d.split('/'));
     let ext = name.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
 
     let role = if LOCK_FILES.contains(&name)
-        || dirs.iter().any(|d| GENERATED_DIRS.contains(d))
+        || dirs().any(|d| GENERATED_DIRS.contains(&d))
         || GENERATED_SUFFIXES.iter().any(|s| name.ends_with(s))
     {
         Role::Generated
-    } else if dirs.iter().any(|d| TEST_DIRS.contains(d))
+    } else if dirs().any(|d| TEST_DIRS.contains(&d))
         || name.starts_with("test_")
-        || name.contains("_test.")
-        || name.contains(".test.")
-        || name.contains(".spec.")
-        || name.contains("_spec.")
+        || contains_any(name, TEST_MARKS)
     {
         Role::Test
     } else if DOC_EXTS.contains(&ext)
-        || dirs.first() == Some(&"docs")
-        || DOC_NAMES
-            .iter()
-            .any(|n| name == *n || name.starts_with(&format!("{n}.")))
+        || dirs().next() == Some("docs")
+        || DOC_NAMES.iter().any(|n| {
+            name.strip_prefix(n)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+        })
         || name.starts_with("readme")
     {
         Role::Doc
@@ -180,8 +197,8 @@ pub fn classify(path: &str) -> (Role, Risk) {
         // Tests, docs and generated code are low whatever their names say:
         // `tests/auth_test.py` is not the authentication code.
         Role::Test | Role::Doc | Role::Generated => Risk::Low,
-        _ if CRITICAL_WORDS.iter().any(|w| lower.contains(w)) => Risk::Critical,
-        _ if HIGH_WORDS.iter().any(|w| lower.contains(w)) => Risk::High,
+        _ if contains_any(&lower, CRITICAL_WORDS) => Risk::Critical,
+        _ if contains_any(&lower, HIGH_WORDS) => Risk::High,
         Role::Source | Role::Config => Risk::Medium,
         Role::Unknown => Risk::Low,
     };
@@ -277,11 +294,13 @@ fn short_hash(parts: &[&str]) -> String {
 }
 
 pub fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes.iter().fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(char::from(DIGITS[usize::from(b >> 4)]));
+        s.push(char::from(DIGITS[usize::from(b & 15)]));
+    }
+    s
 }
 
 #[cfg(test)]
@@ -377,5 +396,162 @@ mod tests {
             legacy_evidence_version(&d, "openai:gpt-4o-mini")
         );
         assert_ne!(legacy_evidence_version(&d, "off"), evidence_version(&d));
+    }
+
+    /// The classifier as it was, with a `Vec` of segments, a `format!` per
+    /// document name and one substring search per word: the reference the
+    /// allocation-free one must agree with.
+    fn old_classify(path: &str) -> (Role, Risk) {
+        let lower = path.to_ascii_lowercase();
+        let name = lower.rsplit('/').next().unwrap_or(&lower);
+        let dirs: Vec<&str> = lower.split('/').collect();
+        let dirs = &dirs[..dirs.len().saturating_sub(1)];
+        let ext = name.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
+        let role = if LOCK_FILES.contains(&name)
+            || dirs.iter().any(|d| GENERATED_DIRS.contains(d))
+            || GENERATED_SUFFIXES.iter().any(|s| name.ends_with(s))
+        {
+            Role::Generated
+        } else if dirs.iter().any(|d| TEST_DIRS.contains(d))
+            || name.starts_with("test_")
+            || name.contains("_test.")
+            || name.contains(".test.")
+            || name.contains(".spec.")
+            || name.contains("_spec.")
+        {
+            Role::Test
+        } else if DOC_EXTS.contains(&ext)
+            || dirs.first() == Some(&"docs")
+            || DOC_NAMES
+                .iter()
+                .any(|n| name == *n || name.starts_with(&format!("{n}.")))
+            || name.starts_with("readme")
+        {
+            Role::Doc
+        } else if CONFIG_NAMES.contains(&name) || CONFIG_EXTS.contains(&ext) {
+            Role::Config
+        } else if SOURCE_EXTS.contains(&ext) {
+            Role::Source
+        } else {
+            Role::Unknown
+        };
+        let risk = match role {
+            Role::Test | Role::Doc | Role::Generated => Risk::Low,
+            _ if CRITICAL_WORDS.iter().any(|w| lower.contains(w)) => Risk::Critical,
+            _ if HIGH_WORDS.iter().any(|w| lower.contains(w)) => Risk::High,
+            Role::Source | Role::Config => Risk::Medium,
+            Role::Unknown => Risk::Low,
+        };
+        (role, risk)
+    }
+
+    #[test]
+    fn the_allocation_free_classifier_agrees_with_the_old_one() {
+        let mut names: Vec<String> = [
+            "",
+            "/",
+            "a",
+            "a/",
+            "/a.js",
+            "a//b.py",
+            "docs",
+            "docs/",
+            "docs/a.js",
+            "x/docs/a.js",
+            "DOCS/A.JS",
+            "readme",
+            "README.md",
+            "readme.rs",
+            "License",
+            "license.js",
+            "licensefoo.js",
+            "LICENCE.txt",
+            "changelog.",
+            "notice.x.y",
+            "authorsx",
+            "Cargo.lock",
+            "a/Cargo.lock",
+            "go.sum",
+            "vendor",
+            "vendor/x.rs",
+            "a/node_modules/b",
+            "x.min.js",
+            "x.MIN.JS",
+            "y_pb2.py",
+            ".map",
+            "test_x.py",
+            "Test_X.py",
+            "a_test.go",
+            "a.test.ts",
+            "a.spec.",
+            "a_spec.rb",
+            "_test.",
+            "tests/a.rs",
+            "x/tests",
+            "spec/a.rb",
+            "Dockerfile",
+            "a/Makefile",
+            ".env",
+            ".gitlab-ci.yml",
+            "a.yml",
+            "a.JSON",
+            "src/auth/login.js",
+            "lib/crypto-vault.js",
+            "api/PAYMENT.py",
+            "config/tokens.yaml",
+            "a/b/c.cpp",
+            "jwt.rs",
+            "privkey",
+            "x/private_key.pem",
+            "certs/a.conf",
+            "aacl.py",
+            "seSSion.ts",
+            "é/ü.rs",
+            "src/d0/f1.js",
+            "ttoken",
+            "passwdd.sh",
+            "s.vue",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        // Every word of every list, as a directory, a name, a prefix and an extension.
+        let lists = [
+            LOCK_FILES,
+            GENERATED_DIRS,
+            GENERATED_SUFFIXES,
+            TEST_DIRS,
+            DOC_EXTS,
+            DOC_NAMES,
+            CONFIG_EXTS,
+            CONFIG_NAMES,
+            SOURCE_EXTS,
+            CRITICAL_WORDS,
+            HIGH_WORDS,
+        ];
+        for word in lists.iter().flat_map(|l| l.iter()) {
+            for form in [
+                word.to_string(),
+                format!("{word}/x.js"),
+                format!("src/{word}"),
+                format!("a/{word}.js"),
+                format!("x.{word}"),
+                format!("{word}.md"),
+                word.to_ascii_uppercase(),
+            ] {
+                names.push(form);
+            }
+        }
+        for path in &names {
+            assert_eq!(classify(path), old_classify(path), "{path:?}");
+        }
+    }
+
+    #[test]
+    fn hex_spells_every_byte_in_two_lowercase_digits() {
+        let bytes: Vec<u8> = (0..=255).collect();
+        let expected: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex(&bytes), expected);
+        assert_eq!(hex(&[]), "");
     }
 }

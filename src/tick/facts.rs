@@ -7,7 +7,7 @@ use sha2::{Digest, Sha256};
 use crate::gate::deps;
 use crate::gate::lifecycle::{self, Status};
 use crate::gate::novelty::{self, Parts};
-use crate::gate::policy::{self, hex};
+use crate::gate::policy::{self, Risk, Role, hex};
 use crate::source::{Source, SourceError};
 use crate::state::files::{Files, Rules};
 use crate::state::{ContentFacts, FileRecord, Outcome, State};
@@ -118,7 +118,19 @@ pub fn fingerprint_of(
     evidence: &str,
     status: Status,
 ) -> (String, deps::Resolved) {
-    let (role, risk) = policy::classify(path);
+    fingerprint_as(files, path, facts, evidence, status, policy::classify(path))
+}
+
+/// `fingerprint_of` for a file already classified: the tick classifies each
+/// file once for both the fingerprint and the decision.
+pub(crate) fn fingerprint_as(
+    files: &Files,
+    path: &str,
+    facts: &ContentFacts,
+    evidence: &str,
+    status: Status,
+    (role, risk): (Role, Risk),
+) -> (String, deps::Resolved) {
     let record_streak = files.get(path).map_or(0, |r| r.rollback_streak);
     let resolved = deps::resolve(path, &facts.imports, &|p| files.contains_key(p));
     let deps_known = resolved.unresolved.is_empty();

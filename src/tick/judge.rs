@@ -4,7 +4,7 @@
 use anyhow::Result;
 
 use super::Work;
-use super::facts::{fingerprint_of, read_facts, status_of};
+use super::facts::{fingerprint_as, read_facts, status_of};
 use super::report::FileReport;
 use crate::gate::deps;
 use crate::gate::lifecycle::{self, Status};
@@ -194,8 +194,14 @@ impl Work<'_> {
     fn subject(&self, state: &mut State, path: &str, facts: ContentFacts) -> Subject {
         let (role, risk) = policy::classify(path);
         let status = status_of(&state.files[path], path, &self.cfg.locks, self.cfg.now);
-        let (fingerprint, resolved) =
-            fingerprint_of(&state.files, path, &facts, self.evidence, status);
+        let (fingerprint, resolved) = fingerprint_as(
+            &state.files,
+            path,
+            &facts,
+            self.evidence,
+            status,
+            (role, risk),
+        );
         let deps_known = resolved.unresolved.is_empty();
         let advisor = self.cfg.advisor.as_ref().map(|a| a.id.as_str());
         let novelty =
