@@ -21,7 +21,7 @@ pub struct Parts<'a> {
     pub evidence: &'a str,
     /// The file's local dependencies with their content ids; `None` when they
     /// could not all be resolved.
-    pub deps: Option<&'a [(String, String)]>,
+    pub deps: Option<&'a [(&'a str, &'a str)]>,
 }
 
 /// The names of the fingerprint's parts, in order, for `explain`.
@@ -78,7 +78,7 @@ fn push_confidence(out: &mut String, confidence: f64) {
     }
 }
 
-fn deps_part(deps: Option<&[(String, String)]>) -> String {
+fn deps_part(deps: Option<&[(&str, &str)]>) -> String {
     match deps {
         None => "unknown".into(),
         Some([]) => "-".into(),
@@ -297,8 +297,8 @@ mod tests {
     #[test]
     fn fingerprint_covers_everything_that_would_change_the_answer() {
         let base = fingerprint(&parts());
-        let deps = [("lib/b.js".to_string(), "1111".to_string())];
-        let deps2 = [("lib/b.js".to_string(), "2222".to_string())];
+        let deps = [("lib/b.js", "1111")];
+        let deps2 = [("lib/b.js", "2222")];
         let variants = [
             Parts {
                 content: "ffffffffffffffff",

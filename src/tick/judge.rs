@@ -102,7 +102,7 @@ impl Work<'_> {
             Ok(known) => known,
             Err(report) => return Ok(report),
         };
-        let subject = self.subject(state, path, facts);
+        let mut subject = self.subject(state, path, facts);
         if let Some(report) = given_up(state, &subject) {
             return Ok(report);
         }
@@ -115,7 +115,7 @@ impl Work<'_> {
         let local = self.local(&subject);
         if let Some(judged) = self.own_or_stuck(state, &subject, local.outcome) {
             self.fresh += 1;
-            return Ok(self.remember(state, &subject, forced, judged, BY_LOCAL));
+            return Ok(self.remember(state, &mut subject, forced, judged, BY_LOCAL));
         }
         let cfg = self.cfg;
         let (judgement, by) = match &cfg.advisor {
@@ -124,7 +124,7 @@ impl Work<'_> {
                 // Paid for by a tick whose save did not happen: taken, not asked again.
                 if let Some(paid) = self.replayed(state, &subject, bytes.as_deref()) {
                     self.fresh += 1;
-                    return Ok(self.remember(state, &subject, forced, paid, by));
+                    return Ok(self.remember(state, &mut subject, forced, paid, by));
                 }
                 // Only what costs is bounded: a consultation, and the read it
                 // may need when the bytes are not at hand.
@@ -153,7 +153,7 @@ impl Work<'_> {
                 ((local.outcome, local.reason, None), BY_LOCAL)
             }
         };
-        Ok(self.remember(state, &subject, forced, judgement, by))
+        Ok(self.remember(state, &mut subject, forced, judgement, by))
     }
 
     /// Facts about the current bytes: remembered per content id, so an
@@ -193,7 +193,8 @@ impl Work<'_> {
     /// gate, and remember the facts of its bytes.
     fn subject(&self, state: &mut State, path: &str, facts: ContentFacts) -> Subject {
         let (role, risk) = policy::classify(path);
-        let status = status_of(&state.files[path], path, &self.cfg.locks, self.cfg.now);
+        let record = &state.files[path];
+        let status = status_of(record, path, &self.cfg.locks, self.cfg.now);
         let (fingerprint, resolved) = fingerprint_as(
             &state.files,
             path,
@@ -201,11 +202,11 @@ impl Work<'_> {
             self.evidence,
             status,
             (role, risk),
+            record.rollback_streak,
         );
         let deps_known = resolved.unresolved.is_empty();
         let advisor = self.cfg.advisor.as_ref().map(|a| a.id.as_str());
-        let novelty =
-            novelty::evaluate(Some(&state.files[path]), &fingerprint, deps_known, advisor);
+        let novelty = novelty::evaluate(Some(record), &fingerprint, deps_known, advisor);
         if let Some(r) = state.files.get_mut(path) {
             r.content = Some(facts.clone());
         }
@@ -293,7 +294,7 @@ impl Work<'_> {
     fn remember(
         &self,
         state: &mut State,
-        s: &Subject,
+        s: &mut Subject,
         forced: bool,
         (outcome, mut reason, findings): Judgement,
         by: &str,
@@ -310,13 +311,13 @@ impl Work<'_> {
             .files
             .get_mut(&s.path)
             .expect("candidate is in the tree");
-        let previous = record
-            .decision
-            .as_ref()
-            .map(|d| (d.outcome, d.reason.clone()));
-        record.deps = s.resolved.paths.clone();
+        // The subject ends here: its dependencies move into the record.
+        record.deps = std::mem::take(&mut s.resolved.paths);
         if forced && self.reason == Reason::OpportunityDue {
-            let identical = previous.as_ref() == Some(&(outcome, reason.clone()));
+            let identical = record
+                .decision
+                .as_ref()
+                .is_some_and(|d| d.outcome == outcome && d.reason == reason);
             record.review = Some(lifecycle::after_review(
                 record.review.as_ref(),
                 identical,
@@ -345,7 +346,7 @@ impl Work<'_> {
             self.observe(state, s, &reason);
         }
         let mut report = FileReport::new(&s.path, outcome, reason, s.novelty)
-            .with_fingerprint(Some(s.fingerprint.clone()));
+            .with_fingerprint(Some(std::mem::take(&mut s.fingerprint)));
         report.findings = findings;
         report
     }
