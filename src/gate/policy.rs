@@ -231,26 +231,62 @@ pub struct LocalDecision {
 /// of medium risk or more need judgement, which is a hand-over while the
 /// advisor is off.
 pub fn decide(role: Role, risk: Risk) -> LocalDecision {
-    let (outcome, reason) = match (role, risk) {
-        (Role::Generated, _) => (Outcome::LocalSkip, "generated: never judged".to_string()),
-        (_, Risk::Low) => (
-            Outcome::LocalSkip,
-            format!("{} file of low risk", role.as_str()),
-        ),
-        (Role::Source | Role::Config, _) => (
+    let (outcome, reason) = local_rule(role, risk);
+    LocalDecision {
+        outcome,
+        reason: reason.to_string(),
+    }
+}
+
+/// The rule of `decide` spelled out for every role and risk: generated
+/// code is never judged, low risk is skipped, source and config of medium
+/// risk or more need judgement, the rest has nothing to judge. A table of
+/// literals, as every file of a tick takes one.
+fn local_rule(role: Role, risk: Risk) -> (Outcome, &'static str) {
+    match (role, risk) {
+        (Role::Source, Risk::Low) => (Outcome::LocalSkip, "source file of low risk"),
+        (Role::Source, Risk::Medium) => (
             Outcome::NeedsReview,
-            format!(
-                "{} file of {} risk needs judgement; advisor off",
-                role.as_str(),
-                risk.as_str()
-            ),
+            "source file of medium risk needs judgement; advisor off",
         ),
-        _ => (
-            Outcome::LocalSkip,
-            format!("{} file: nothing to judge", role.as_str()),
+        (Role::Source, Risk::High) => (
+            Outcome::NeedsReview,
+            "source file of high risk needs judgement; advisor off",
         ),
-    };
-    LocalDecision { outcome, reason }
+        (Role::Source, Risk::Critical) => (
+            Outcome::NeedsReview,
+            "source file of critical risk needs judgement; advisor off",
+        ),
+        (Role::Test, Risk::Low) => (Outcome::LocalSkip, "test file of low risk"),
+        (Role::Test, Risk::Medium) => (Outcome::LocalSkip, "test file: nothing to judge"),
+        (Role::Test, Risk::High) => (Outcome::LocalSkip, "test file: nothing to judge"),
+        (Role::Test, Risk::Critical) => (Outcome::LocalSkip, "test file: nothing to judge"),
+        (Role::Doc, Risk::Low) => (Outcome::LocalSkip, "doc file of low risk"),
+        (Role::Doc, Risk::Medium) => (Outcome::LocalSkip, "doc file: nothing to judge"),
+        (Role::Doc, Risk::High) => (Outcome::LocalSkip, "doc file: nothing to judge"),
+        (Role::Doc, Risk::Critical) => (Outcome::LocalSkip, "doc file: nothing to judge"),
+        (Role::Config, Risk::Low) => (Outcome::LocalSkip, "config file of low risk"),
+        (Role::Config, Risk::Medium) => (
+            Outcome::NeedsReview,
+            "config file of medium risk needs judgement; advisor off",
+        ),
+        (Role::Config, Risk::High) => (
+            Outcome::NeedsReview,
+            "config file of high risk needs judgement; advisor off",
+        ),
+        (Role::Config, Risk::Critical) => (
+            Outcome::NeedsReview,
+            "config file of critical risk needs judgement; advisor off",
+        ),
+        (Role::Generated, Risk::Low) => (Outcome::LocalSkip, "generated: never judged"),
+        (Role::Generated, Risk::Medium) => (Outcome::LocalSkip, "generated: never judged"),
+        (Role::Generated, Risk::High) => (Outcome::LocalSkip, "generated: never judged"),
+        (Role::Generated, Risk::Critical) => (Outcome::LocalSkip, "generated: never judged"),
+        (Role::Unknown, Risk::Low) => (Outcome::LocalSkip, "unknown file of low risk"),
+        (Role::Unknown, Risk::Medium) => (Outcome::LocalSkip, "unknown file: nothing to judge"),
+        (Role::Unknown, Risk::High) => (Outcome::LocalSkip, "unknown file: nothing to judge"),
+        (Role::Unknown, Risk::Critical) => (Outcome::LocalSkip, "unknown file: nothing to judge"),
+    }
 }
 
 /// What the evidence version hashes: everything that is not per-file yet
@@ -553,5 +589,42 @@ mod tests {
         let expected: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(hex(&bytes), expected);
         assert_eq!(hex(&[]), "");
+    }
+
+    #[test]
+    fn the_table_of_local_rules_says_what_the_rules_said() {
+        let roles = [
+            Role::Source,
+            Role::Test,
+            Role::Doc,
+            Role::Config,
+            Role::Generated,
+            Role::Unknown,
+        ];
+        for role in roles {
+            for risk in [Risk::Low, Risk::Medium, Risk::High, Risk::Critical] {
+                // The rules as they were written, word for word.
+                let (outcome, reason) = match (role, risk) {
+                    (Role::Generated, _) => (Outcome::LocalSkip, "generated: never judged".into()),
+                    (_, Risk::Low) => (
+                        Outcome::LocalSkip,
+                        format!("{} file of low risk", role.as_str()),
+                    ),
+                    (Role::Source | Role::Config, _) => (
+                        Outcome::NeedsReview,
+                        format!(
+                            "{} file of {} risk needs judgement; advisor off",
+                            role.as_str(),
+                            risk.as_str()
+                        ),
+                    ),
+                    _ => (
+                        Outcome::LocalSkip,
+                        format!("{} file: nothing to judge", role.as_str()),
+                    ),
+                };
+                assert_eq!(decide(role, risk), LocalDecision { outcome, reason });
+            }
+        }
     }
 }
