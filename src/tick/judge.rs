@@ -2,6 +2,7 @@
 //! the novelty gate, local policy, and only then the advisor (`consult`).
 
 use anyhow::Result;
+use chrono::{DateTime, Utc};
 
 use super::Work;
 use super::facts::{fingerprint_as, read_facts, status_of};
@@ -15,9 +16,9 @@ use crate::gate::retry;
 use crate::gate::rewrites;
 use crate::gate::wake::Reason;
 use crate::llm::client::Finding;
-use crate::llm::protocol;
+use crate::llm::protocol::{self, Class};
 use crate::source::SourceError;
-use crate::state::{BY_LOCAL, ContentFacts, Decision, Outcome, State};
+use crate::state::{BY_LOCAL, ContentFacts, Decision, FileRecord, Outcome, State};
 
 /// A file about to be judged: what the novelty gate needs and what the
 /// advisor is told.
@@ -30,6 +31,8 @@ pub(super) struct Subject {
     pub fingerprint: String,
     pub novelty: Novelty,
     pub resolved: deps::Resolved,
+    /// The record's rollback streak, which judging the file does not change.
+    pub streak: u32,
 }
 
 /// The decision of one fresh evaluation: outcome, reason, and the advisor's
@@ -53,8 +56,8 @@ impl Work<'_> {
                     during: format!("before `{path}`, between files"),
                 }));
             }
-            if state.files.contains_key(path) {
-                out.push(self.judge_one(state, path)?);
+            if let Some(streak) = state.files.get(path).map(|r| r.rollback_streak) {
+                out.push(self.judge_one(state, path, streak)?);
             }
         }
         Ok(out)
@@ -96,8 +99,8 @@ impl Work<'_> {
         }
     }
 
-    fn judge_one(&mut self, state: &mut State, path: &str) -> Result<FileReport> {
-        self.grade(state, path);
+    fn judge_one(&mut self, state: &mut State, path: &str, streak: u32) -> Result<FileReport> {
+        self.grade_at(state, path, streak);
         let (facts, bytes) = match self.facts(state, path)? {
             Ok(known) => known,
             Err(report) => return Ok(report),
@@ -204,6 +207,7 @@ impl Work<'_> {
             (role, risk),
             record.rollback_streak,
         );
+        let record_streak = record.rollback_streak;
         let deps_known = resolved.unresolved.is_empty();
         let advisor = self.cfg.advisor.as_ref().map(|a| a.id.as_str());
         let novelty = novelty::evaluate(Some(record), &fingerprint, deps_known, advisor);
@@ -219,6 +223,7 @@ impl Work<'_> {
             fingerprint,
             novelty,
             resolved,
+            streak: record_streak,
         }
     }
 
@@ -306,11 +311,12 @@ impl Work<'_> {
                 s.resolved.unresolved.join(", ")
             ));
         }
-        let (outcome, reason) = self.wait(state, s, outcome, reason);
+        let circuit = self.open_circuit(state);
         let record = state
             .files
             .get_mut(&s.path)
             .expect("candidate is in the tree");
+        let (outcome, reason) = self.wait(record, s, (outcome, reason), circuit);
         // The subject ends here: its dependencies move into the record.
         record.deps = std::mem::take(&mut s.resolved.paths);
         if forced && self.reason == Reason::OpportunityDue {
@@ -356,22 +362,12 @@ impl Work<'_> {
     /// for nothing.
     fn wait(
         &self,
-        state: &mut State,
+        record: &mut FileRecord,
         s: &Subject,
-        outcome: Outcome,
-        reason: String,
+        (outcome, reason): (Outcome, String),
+        circuit: Option<(Class, DateTime<Utc>)>,
     ) -> (Outcome, String) {
         let now = self.cfg.now;
-        let circuit = state
-            .llm
-            .circuit
-            .as_ref()
-            .filter(|c| protocol::is_open(c, now))
-            .map(|c| (c.class, c.until));
-        let record = state
-            .files
-            .get_mut(&s.path)
-            .expect("candidate is in the tree");
         record.retry = retry::after(record.retry.as_ref(), &s.fingerprint, outcome, circuit, now);
         let permanent = self.permanent.take();
         if permanent && let Some(r) = record.retry.as_mut() {
@@ -395,6 +391,17 @@ impl Work<'_> {
             ),
             _ => (outcome, reason),
         }
+    }
+
+    /// The advisor's circuit breaker while it is open: how a failed look waits.
+    fn open_circuit(&self, state: &State) -> Option<(Class, DateTime<Utc>)> {
+        let now = self.cfg.now;
+        state
+            .llm
+            .circuit
+            .as_ref()
+            .filter(|c| protocol::is_open(c, now))
+            .map(|c| (c.class, c.until))
     }
 
     /// A file left for a later tick, and why.
@@ -475,26 +482,28 @@ impl Work<'_> {
     /// happened; a file that left the tree closes its watch ungraded.
     pub(super) fn grade(&mut self, state: &mut State, path: &str) {
         match state.files.get(path) {
-            Some(r) => {
-                let streak = r.rollback_streak;
-                observation::resolve_if_due(
-                    &mut state.observations,
-                    path,
-                    streak,
-                    self.cfg.locked(path),
-                    self.cfg.now,
-                    self.cfg.resolved_limit,
-                );
-            }
+            Some(r) => self.grade_at(state, path, r.rollback_streak),
             None => {
                 state.observations.open.remove(path);
             }
         }
     }
 
+    /// `grade` for a file in the tree whose rollback streak is at hand.
+    fn grade_at(&mut self, state: &mut State, path: &str, streak: u32) {
+        observation::resolve_if_due(
+            &mut state.observations,
+            path,
+            streak,
+            self.cfg.locked(path),
+            self.cfg.now,
+            self.cfg.resolved_limit,
+        );
+    }
+
     /// Label a SKIP (observation mode). It never changes the decision.
     fn observe(&self, state: &mut State, s: &Subject, reason: &str) {
-        let streak = state.files.get(&s.path).map_or(0, |r| r.rollback_streak);
+        let streak = s.streak;
         observation::observe(
             &mut state.observations,
             &s.path,
