@@ -27,12 +27,19 @@ pub(super) struct Subject {
     pub role: Role,
     pub risk: Risk,
     pub status: Status,
-    pub facts: ContentFacts,
+    pub facts: Seen,
     pub fingerprint: String,
     pub novelty: Novelty,
     pub resolved: deps::Resolved,
     /// The record's rollback streak, which judging the file does not change.
     pub streak: u32,
+}
+
+/// What judging needs of a file's content facts once the record keeps them
+/// (its imports stay with the record).
+pub(super) struct Seen {
+    pub hash: String,
+    pub chars: u64,
 }
 
 /// The decision of one fresh evaluation: outcome, reason, and the advisor's
@@ -211,15 +218,19 @@ impl Work<'_> {
         let deps_known = resolved.unresolved.is_empty();
         let advisor = self.cfg.advisor.as_ref().map(|a| a.id.as_str());
         let novelty = novelty::evaluate(Some(record), &fingerprint, deps_known, advisor);
+        let seen = Seen {
+            hash: facts.hash.clone(),
+            chars: facts.chars,
+        };
         if let Some(r) = state.files.get_mut(path) {
-            r.content = Some(facts.clone());
+            r.content = Some(facts);
         }
         Subject {
             path: path.to_string(),
             role,
             risk,
             status,
-            facts,
+            facts: seen,
             fingerprint,
             novelty,
             resolved,
