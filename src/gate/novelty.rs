@@ -54,12 +54,10 @@ pub fn fingerprint(p: &Parts) -> String {
     out.push_str(p.status);
     let _ = write!(
         out,
-        "|{}|{}|ev:{}|deps:{}",
-        p.rollback_streak,
-        p.penalty,
-        p.evidence,
-        deps_part(p.deps)
+        "|{}|{}|ev:{}|deps:",
+        p.rollback_streak, p.penalty, p.evidence
     );
+    push_deps(&mut out, p.deps);
     out
 }
 
@@ -78,21 +76,27 @@ fn push_confidence(out: &mut String, confidence: f64) {
     }
 }
 
-fn deps_part(deps: Option<&[(&str, &str)]>) -> String {
+fn push_deps(out: &mut String, deps: Option<&[(&str, &str)]>) {
     match deps {
-        None => "unknown".into(),
-        Some([]) => "-".into(),
+        None => out.push_str("unknown"),
+        Some([]) => out.push('-'),
         Some(list) => {
-            let mut sorted: Vec<_> = list.iter().collect();
-            sorted.sort();
             let mut h = Sha256::new();
-            for (path, blob) in sorted {
+            let mut add = |(path, blob): &(&str, &str)| {
                 h.update(path.as_bytes());
                 h.update([0u8]);
                 h.update(blob.as_bytes());
                 h.update([0u8]);
+            };
+            // Hashed in order: one dependency, the usual case, needs no sort.
+            if let [one] = list {
+                add(one);
+            } else {
+                let mut sorted: Vec<_> = list.iter().collect();
+                sorted.sort();
+                sorted.into_iter().for_each(add);
             }
-            hex(&h.finalize()[..6])
+            out.push_str(&hex(&h.finalize()[..6]));
         }
     }
 }
@@ -499,5 +503,28 @@ mod tests {
             push_confidence(&mut fast, c);
             assert_eq!(fast, format!("{:.2}", (c * 100.0).round() / 100.0), "{c:?}");
         }
+    }
+
+    #[test]
+    fn dependencies_are_hashed_sorted_whatever_order_they_come_in() {
+        let deps_of = |list: &[(&str, &str)]| {
+            let fp = fingerprint(&Parts {
+                deps: Some(list),
+                ..parts()
+            });
+            fp.rsplit_once("deps:").unwrap().1.to_string()
+        };
+        let sorted = [("a.js", "1111"), ("b/c.js", "2222"), ("b/d.js", "0000")];
+        let mut h = Sha256::new();
+        for (path, blob) in sorted {
+            h.update(format!("{path}\0{blob}\0").as_bytes());
+        }
+        let expected = hex(&h.finalize()[..6]);
+        assert_eq!(deps_of(&sorted), expected);
+        assert_eq!(deps_of(&[sorted[2], sorted[0], sorted[1]]), expected);
+        assert_eq!(deps_of(&[sorted[1], sorted[2], sorted[0]]), expected);
+        let mut one = Sha256::new();
+        one.update(b"a.js\x001111\x00");
+        assert_eq!(deps_of(&sorted[..1]), hex(&one.finalize()[..6]));
     }
 }
