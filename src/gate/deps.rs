@@ -66,8 +66,8 @@ pub fn candidates(path: &str, spec: &str) -> Vec<String> {
     out
 }
 
-/// Hands each path a specifier may resolve to to `visit`, in the order they
-/// are tried, until `visit` says it is found (`true`, also returned). Each
+/// Hands `visit` each path a specifier may resolve to, in the order they are
+/// tried, until it says one is found (`true`, also returned). Each
 /// candidate is built in one reused buffer: a file's imports are resolved on
 /// every judgement and summary, and most candidates are tried and dropped.
 fn each_candidate(path: &str, spec: &str, visit: impl FnMut(&str) -> bool) -> bool {

@@ -157,10 +157,16 @@ fn contains_any(hay: &str, words: &[&str]) -> bool {
 
 /// Role and risk of a repository path.
 pub fn classify(path: &str) -> (Role, Risk) {
-    let lower = path.to_ascii_lowercase();
+    // Most paths are lower case already: copied only when they are not.
+    let lower: std::borrow::Cow<str> = if path.bytes().any(|b| b.is_ascii_uppercase()) {
+        path.to_ascii_lowercase().into()
+    } else {
+        path.into()
+    };
+    let lower = lower.as_ref();
     let (dir, name) = match lower.rsplit_once('/') {
         Some((dir, name)) => (Some(dir), name),
-        None => (None, lower.as_str()),
+        None => (None, lower),
     };
     // Every segment before the name; none for a file at the root.
     let dirs = || dir.into_iter().flat_map(|d| d.split('/'));
@@ -197,8 +203,8 @@ pub fn classify(path: &str) -> (Role, Risk) {
         // Tests, docs and generated code are low whatever their names say:
         // `tests/auth_test.py` is not the authentication code.
         Role::Test | Role::Doc | Role::Generated => Risk::Low,
-        _ if contains_any(&lower, CRITICAL_WORDS) => Risk::Critical,
-        _ if contains_any(&lower, HIGH_WORDS) => Risk::High,
+        _ if contains_any(lower, CRITICAL_WORDS) => Risk::Critical,
+        _ if contains_any(lower, HIGH_WORDS) => Risk::High,
         Role::Source | Role::Config => Risk::Medium,
         Role::Unknown => Risk::Low,
     };
