@@ -33,6 +33,8 @@ pub(super) struct Subject {
     pub resolved: deps::Resolved,
     /// The record's rollback streak, which judging the file does not change.
     pub streak: u32,
+    /// `(at_once, failures)` when the file gave up at this fingerprint.
+    pub gave_up: Option<(bool, u32)>,
 }
 
 /// What judging needs of a file's content facts once the record keeps them
@@ -113,7 +115,7 @@ impl Work<'_> {
             Err(report) => return Ok(report),
         };
         let mut subject = self.subject(state, path, facts);
-        if let Some(report) = given_up(state, &subject) {
+        if let Some(report) = given_up(&subject) {
             return Ok(report);
         }
         // A scheduled review or a reconsideration is an event in its own
@@ -215,6 +217,11 @@ impl Work<'_> {
             record.rollback_streak,
         );
         let record_streak = record.rollback_streak;
+        let gave_up = record
+            .retry
+            .as_ref()
+            .filter(|r| r.given_up() && r.fingerprint == fingerprint)
+            .map(|r| (r.at_once, r.failures));
         let deps_known = resolved.unresolved.is_empty();
         let advisor = self.cfg.advisor.as_ref().map(|a| a.id.as_str());
         let novelty = novelty::evaluate(Some(record), &fingerprint, deps_known, advisor);
@@ -235,6 +242,7 @@ impl Work<'_> {
             novelty,
             resolved,
             streak: record_streak,
+            gave_up,
         }
     }
 
@@ -535,12 +543,9 @@ impl Work<'_> {
 
 /// A file that gave up at its current fingerprint is not asked again: it
 /// says so, and waits for a change or `sentinel reset`.
-fn given_up(state: &State, s: &Subject) -> Option<FileReport> {
-    let r = state.files[&s.path]
-        .retry
-        .as_ref()
-        .filter(|r| r.given_up() && r.fingerprint == s.fingerprint)?;
-    let reason = if r.at_once {
+fn given_up(s: &Subject) -> Option<FileReport> {
+    let (at_once, failures) = s.gave_up?;
+    let reason = if at_once {
         format!(
             "gave up at once, as asking again about this content cannot help; `sentinel reset {}` asks again",
             s.path
@@ -548,7 +553,7 @@ fn given_up(state: &State, s: &Subject) -> Option<FileReport> {
     } else {
         format!(
             "gave up after {} failures at this fingerprint; `sentinel reset {}` asks again",
-            r.failures, s.path
+            failures, s.path
         )
     };
     Some(
