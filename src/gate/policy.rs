@@ -142,16 +142,40 @@ const HIGH_WORDS: &[&str] = &[
 /// Parts of a file name that mark a test.
 const TEST_MARKS: &[&str] = &["_test.", ".test.", ".spec.", "_spec."];
 
-/// Whether any of the (non-empty) words occurs in `hay`. One pass over a
-/// short path, comparing where the first byte matches, costs less than a
+/// Words to look for in a path, with the bytes they start with.
+struct Words {
+    words: &'static [&'static str],
+    starts: [bool; 256],
+}
+
+impl Words {
+    /// `words` must not be empty strings.
+    const fn new(words: &'static [&'static str]) -> Words {
+        let mut starts = [false; 256];
+        let mut i = 0;
+        while i < words.len() {
+            starts[words[i].as_bytes()[0] as usize] = true;
+            i += 1;
+        }
+        Words { words, starts }
+    }
+}
+
+const TEST_MARK_WORDS: Words = Words::new(TEST_MARKS);
+const CRITICAL: Words = Words::new(CRITICAL_WORDS);
+const HIGH: Words = Words::new(HIGH_WORDS);
+
+/// Whether any of the words occurs in `hay`. One pass over a short path,
+/// trying the words only where one of them starts, costs less than a
 /// substring search set up per word, and every file is classified.
-fn contains_any(hay: &str, words: &[&str]) -> bool {
+fn contains_any(hay: &str, words: &Words) -> bool {
     let hay = hay.as_bytes();
     (0..hay.len()).any(|i| {
-        let rest = &hay[i..];
-        words
-            .iter()
-            .any(|w| w.as_bytes()[0] == rest[0] && rest.starts_with(w.as_bytes()))
+        words.starts[usize::from(hay[i])]
+            && words
+                .words
+                .iter()
+                .any(|w| hay[i..].starts_with(w.as_bytes()))
     })
 }
 
@@ -179,7 +203,7 @@ pub fn classify(path: &str) -> (Role, Risk) {
         Role::Generated
     } else if dirs().any(|d| TEST_DIRS.contains(&d))
         || name.starts_with("test_")
-        || contains_any(name, TEST_MARKS)
+        || contains_any(name, &TEST_MARK_WORDS)
     {
         Role::Test
     } else if DOC_EXTS.contains(&ext)
@@ -203,8 +227,8 @@ pub fn classify(path: &str) -> (Role, Risk) {
         // Tests, docs and generated code are low whatever their names say:
         // `tests/auth_test.py` is not the authentication code.
         Role::Test | Role::Doc | Role::Generated => Risk::Low,
-        _ if contains_any(lower, CRITICAL_WORDS) => Risk::Critical,
-        _ if contains_any(lower, HIGH_WORDS) => Risk::High,
+        _ if contains_any(lower, &CRITICAL) => Risk::Critical,
+        _ if contains_any(lower, &HIGH) => Risk::High,
         Role::Source | Role::Config => Risk::Medium,
         Role::Unknown => Risk::Low,
     };
