@@ -58,22 +58,41 @@ pub struct Resolved {
 /// The paths a specifier of the file at `path` may resolve to, in the order
 /// they are tried.
 pub fn candidates(path: &str, spec: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    each_candidate(path, spec, |c| {
+        out.push(c.to_string());
+        false
+    });
+    out
+}
+
+/// Hands `visit` each path a specifier may resolve to, in the order they are
+/// tried, until it says one is found (`true`, also returned). Each
+/// candidate is built in one reused buffer: a file's imports are resolved on
+/// every judgement and summary, and most candidates are tried and dropped.
+fn each_candidate(path: &str, spec: &str, visit: impl FnMut(&str) -> bool) -> bool {
     match lang_of(path) {
-        Some(Lang::Js) => js_candidates(path, spec),
-        Some(Lang::Python) => python_candidates(path, spec),
-        Some(Lang::Rust) => rust_candidates(path, spec),
-        None => Vec::new(),
+        Some(Lang::Js) => js_candidates(path, spec, visit),
+        Some(Lang::Python) => python_candidates(path, spec, visit),
+        Some(Lang::Rust) => rust_candidates(path, spec, visit),
+        None => false,
     }
 }
 
 /// The directories holding the paths the specifiers may resolve to: a file
 /// added in none of them resolves none of them.
 pub fn candidate_dirs(path: &str, specs: &[String]) -> BTreeSet<String> {
-    specs
-        .iter()
-        .flat_map(|spec| candidates(path, spec))
-        .map(|c| parent(&c).to_string())
-        .collect()
+    let mut dirs = BTreeSet::new();
+    for spec in specs {
+        each_candidate(path, spec, |c| {
+            let dir = parent(c);
+            if !dirs.contains(dir) {
+                dirs.insert(dir.to_string());
+            }
+            false
+        });
+    }
+    dirs
 }
 
 /// The directory of a repo-relative path ("" at the root).
@@ -86,11 +105,15 @@ pub fn resolve(path: &str, specs: &[String], exists: &dyn Fn(&str) -> bool) -> R
     let mut paths = BTreeSet::new();
     let mut unresolved = Vec::new();
     for spec in specs {
-        match candidates(path, spec).into_iter().find(|c| exists(c)) {
-            Some(found) => {
-                paths.insert(found);
+        let hit = each_candidate(path, spec, |c| {
+            let hit = exists(c);
+            if hit && !paths.contains(c) {
+                paths.insert(c.to_string());
             }
-            None => unresolved.push(spec.clone()),
+            hit
+        });
+        if !hit {
+            unresolved.push(spec.clone());
         }
     }
     Resolved {
@@ -124,11 +147,29 @@ fn file_name(path: &str) -> &str {
 }
 
 fn dedup_in_order(items: Vec<String>) -> Vec<String> {
+    // A file has a handful of imports: comparing with those kept costs less
+    // than hashing and cloning each.
+    if items.len() <= 16 {
+        let mut out: Vec<String> = Vec::with_capacity(items.len());
+        for item in items {
+            if !out.contains(&item) {
+                out.push(item);
+            }
+        }
+        return out;
+    }
     let mut seen = HashSet::new();
     items
         .into_iter()
         .filter(|s| seen.insert(s.clone()))
         .collect()
+}
+
+/// Room for the tokens of `len` bytes of source, about one per four bytes,
+/// so a small file is lexed without the token list growing several times.
+/// Bounded: a guess too small for a big file only means it grows.
+fn token_capacity(len: usize) -> usize {
+    (len / 4).clamp(8, 1 << 14)
 }
 
 /// Applies one path segment; `None` when `..` climbs above the repository root,
@@ -147,21 +188,37 @@ fn push_segment<'a>(parts: &mut Vec<&'a str>, seg: &'a str) -> Option<()> {
 /// The directory of a repo-relative path, as normalised segments.
 fn dir_parts(path: &str) -> Option<Vec<&str>> {
     let mut parts = Vec::new();
-    let mut segs: Vec<&str> = path.split('/').collect();
-    segs.pop();
-    for seg in segs {
-        push_segment(&mut parts, seg)?;
+    if let Some((dir, _)) = path.rsplit_once('/') {
+        for seg in dir.split('/') {
+            push_segment(&mut parts, seg)?;
+        }
     }
     Some(parts)
 }
 
-/// `dir/tail`, or just `tail` at the repository root.
-fn join(parts: &[&str], tail: &str) -> String {
-    if parts.is_empty() {
-        tail.to_string()
-    } else {
-        format!("{}/{}", parts.join("/"), tail)
+/// The segments joined by `/`, followed by a `/` unless there are none: the
+/// prefix under which `tail` is `dir/tail`, or just `tail` at the root.
+fn dir_prefix(parts: &[&str], extra: usize) -> String {
+    let mut out = String::with_capacity(parts.iter().map(|p| p.len() + 1).sum::<usize>() + extra);
+    for part in parts {
+        out.push_str(part);
+        out.push('/');
     }
+    out
+}
+
+/// `buf` cut back to `len` and extended by `tails`, handed to `visit`.
+fn try_at(
+    buf: &mut String,
+    len: usize,
+    tails: &[&str],
+    visit: &mut impl FnMut(&str) -> bool,
+) -> bool {
+    buf.truncate(len);
+    for tail in tails {
+        buf.push_str(tail);
+    }
+    visit(buf)
 }
 
 fn is_word_byte(c: u8) -> bool {
@@ -273,7 +330,7 @@ fn js_regex_allowed(prev: Option<&JsTok<'_>>) -> bool {
 
 fn lex_js(s: &str) -> Vec<JsTok<'_>> {
     let b = s.as_bytes();
-    let mut toks = Vec::new();
+    let mut toks = Vec::with_capacity(token_capacity(b.len()));
     let mut i = 0;
     if b.starts_with(b"#!") {
         i = line_end(b, 0);
@@ -390,25 +447,28 @@ fn skip_js_regex(b: &[u8], mut i: usize) -> usize {
     b.len()
 }
 
-fn js_candidates(path: &str, spec: &str) -> Vec<String> {
+fn js_candidates(path: &str, spec: &str, mut visit: impl FnMut(&str) -> bool) -> bool {
     if !is_relative_js(spec) {
-        return Vec::new();
+        return false;
     }
     let Some(mut parts) = dir_parts(path) else {
-        return Vec::new();
+        return false;
     };
     for seg in spec.split('/') {
         if push_segment(&mut parts, seg).is_none() {
-            return Vec::new();
+            return false;
         }
     }
     // `./lib/`, `.` and `..` name a directory, so only its index can match.
     let dir_only = spec.ends_with('/') || spec.ends_with("/.") || spec.ends_with("/..");
     let dir_only = dir_only || spec == "." || spec == "..";
-    let mut out = Vec::new();
+    // `base/` is the prefix of the index candidates; `base` alone is the file.
+    let mut buf = dir_prefix(&parts, 12);
+    let base = buf.len().saturating_sub(1);
     if !dir_only {
-        let base = parts.join("/");
-        out.push(base.clone());
+        if try_at(&mut buf, base, &[], &mut visit) {
+            return true;
+        }
         // TypeScript sources import their siblings by the name of the emitted file.
         for (js, ts) in [
             (".js", ".ts"),
@@ -417,18 +477,32 @@ fn js_candidates(path: &str, spec: &str) -> Vec<String> {
             (".mjs", ".mts"),
             (".cjs", ".cts"),
         ] {
-            if let Some(stem) = base.strip_suffix(js) {
-                out.push(format!("{stem}{ts}"));
+            buf.truncate(base);
+            if let Some(stem) = buf.strip_suffix(js).map(str::len) {
+                let hit = try_at(&mut buf, stem, &[ts], &mut visit);
+                buf.truncate(stem);
+                buf.push_str(js);
+                if hit {
+                    return true;
+                }
             }
         }
         for ext in JS_RESOLVE_EXTS {
-            out.push(format!("{base}{ext}"));
+            if try_at(&mut buf, base, &[ext], &mut visit) {
+                return true;
+            }
         }
     }
-    for ext in JS_RESOLVE_EXTS {
-        out.push(join(&parts, &format!("index{ext}")));
-    }
-    out
+    let dir = if parts.is_empty() {
+        0
+    } else {
+        buf.truncate(base);
+        buf.push('/');
+        base + 1
+    };
+    JS_RESOLVE_EXTS
+        .iter()
+        .any(|ext| try_at(&mut buf, dir, &["index", ext], &mut visit))
 }
 
 // ---------------------------------------------------------------- Python
@@ -521,7 +595,7 @@ fn imported_names(toks: &[PyTok<'_>], mut j: usize, dots: &str, out: &mut Vec<St
 
 fn lex_python(s: &str) -> Vec<PyTok<'_>> {
     let b = s.as_bytes();
-    let mut toks = Vec::new();
+    let mut toks = Vec::with_capacity(token_capacity(b.len()));
     // Inside brackets newlines are not statement ends, which is what makes the
     // parenthesised `from . import (\n a,\n b\n)` form one statement.
     let mut parens = 0usize;
@@ -596,38 +670,35 @@ fn skip_python_string(b: &[u8], start: usize) -> usize {
     b.len()
 }
 
-fn python_candidates(path: &str, spec: &str) -> Vec<String> {
+fn python_candidates(path: &str, spec: &str, mut visit: impl FnMut(&str) -> bool) -> bool {
     let rest = spec.trim_start_matches('.');
     let dots = spec.len() - rest.len();
     if dots == 0 {
-        return Vec::new();
+        return false;
     }
     let Some(mut pkg) = dir_parts(path) else {
-        return Vec::new();
+        return false;
     };
     for _ in 1..dots {
         if pkg.pop().is_none() {
-            return Vec::new();
+            return false;
         }
     }
+    let mut buf = dir_prefix(&pkg, rest.len() + 12);
+    let dir = buf.len();
     if rest.is_empty() {
-        return vec![join(&pkg, "__init__.py")];
+        return try_at(&mut buf, dir, &["__init__.py"], &mut visit);
     }
-    let names: Vec<&str> = rest.split('.').collect();
-    if names.iter().any(|n| n.is_empty()) {
-        return Vec::new();
+    if rest.split('.').any(str::is_empty) {
+        return false;
     }
-    let module = names.join("/");
-    let mut out = vec![
-        join(&pkg, &format!("{module}.py")),
-        join(&pkg, &format!("{module}/__init__.py")),
-    ];
+    buf.extend(rest.chars().map(|c| if c == '.' { '/' } else { c }));
+    let module = buf.len();
     // A single name may come from `from . import name`, where `name` can be defined
     // in the package's `__init__.py` rather than being a submodule.
-    if names.len() == 1 {
-        out.push(join(&pkg, "__init__.py"));
-    }
-    out
+    try_at(&mut buf, module, &[".py"], &mut visit)
+        || try_at(&mut buf, module, &["/__init__.py"], &mut visit)
+        || (!rest.contains('.') && try_at(&mut buf, dir, &["__init__.py"], &mut visit))
 }
 
 // ---------------------------------------------------------------- Rust
@@ -683,7 +754,7 @@ fn extract_rust(text: &str) -> Vec<String> {
 
 fn lex_rust(s: &str) -> Vec<RsTok<'_>> {
     let b = s.as_bytes();
-    let mut toks = Vec::new();
+    let mut toks = Vec::with_capacity(token_capacity(b.len()));
     let mut i = 0;
     while i < b.len() {
         let c = b[i];
@@ -818,24 +889,24 @@ fn skip_rust_char(s: &str, start: usize) -> Option<usize> {
     (b.get(close) == Some(&b'\'')).then_some(close + 1)
 }
 
-fn rust_candidates(path: &str, spec: &str) -> Vec<String> {
+fn rust_candidates(path: &str, spec: &str, mut visit: impl FnMut(&str) -> bool) -> bool {
     let Some(rel) = spec.strip_prefix(RUST_SPEC_PREFIX) else {
-        return Vec::new();
+        return false;
     };
     if rel.split('/').any(|seg| matches!(seg, "" | "." | "..")) {
-        return Vec::new();
+        return false;
     }
     let Some(mut base) = dir_parts(path) else {
-        return Vec::new();
+        return false;
     };
     let name = file_name(path);
     if !RUST_DIR_OWNERS.contains(&name) {
         base.push(name.strip_suffix(".rs").unwrap_or(name));
     }
-    vec![
-        join(&base, &format!("{rel}.rs")),
-        join(&base, &format!("{rel}/mod.rs")),
-    ]
+    let mut buf = dir_prefix(&base, rel.len() + 7);
+    let dir = buf.len();
+    try_at(&mut buf, dir, &[rel, ".rs"], &mut visit)
+        || try_at(&mut buf, dir, &[rel, "/mod.rs"], &mut visit)
 }
 
 #[cfg(test)]
@@ -945,6 +1016,17 @@ import g = require("./g");
     fn js_repeated_specifier_is_reported_once() {
         let src = "import a from './a';\nimport { b } from './a';\nrequire('./a');\n";
         assert_eq!(specs("a.js", src), strings(&["./a"]));
+    }
+
+    #[test]
+    fn many_repeated_imports_are_each_reported_once_in_order() {
+        // More than the few a short list dedups by comparison.
+        let names: Vec<String> = (0..20).rev().map(|i| format!("./m{i}")).collect();
+        let mut src = String::new();
+        for name in names.iter().chain(names.iter().step_by(3)) {
+            src.push_str(&format!("import x from '{name}';\n"));
+        }
+        assert_eq!(specs("a.js", &src), names);
     }
 
     #[test]
@@ -1382,5 +1464,267 @@ import g = require("./g");
                 }
             }
         }
+    }
+
+    // ------------------------------------------------------------ the candidate lists of old
+
+    // The resolver as it was, one `String` per candidate: the reference the
+    // one-buffer resolver must agree with, answer for answer.
+    fn old_join(parts: &[&str], tail: &str) -> String {
+        if parts.is_empty() {
+            tail.to_string()
+        } else {
+            format!("{}/{}", parts.join("/"), tail)
+        }
+    }
+
+    fn old_candidates(path: &str, spec: &str) -> Vec<String> {
+        match lang_of(path) {
+            Some(Lang::Js) => old_js_candidates(path, spec),
+            Some(Lang::Python) => old_python_candidates(path, spec),
+            Some(Lang::Rust) => old_rust_candidates(path, spec),
+            None => Vec::new(),
+        }
+    }
+
+    fn old_resolve(path: &str, specs: &[String], exists: &dyn Fn(&str) -> bool) -> Resolved {
+        let mut paths = BTreeSet::new();
+        let mut unresolved = Vec::new();
+        for spec in specs {
+            match old_candidates(path, spec).into_iter().find(|c| exists(c)) {
+                Some(found) => {
+                    paths.insert(found);
+                }
+                None => unresolved.push(spec.clone()),
+            }
+        }
+        Resolved {
+            paths: paths.into_iter().collect(),
+            unresolved: dedup_in_order(unresolved),
+        }
+    }
+
+    fn old_js_candidates(path: &str, spec: &str) -> Vec<String> {
+        if !is_relative_js(spec) {
+            return Vec::new();
+        }
+        let Some(mut parts) = dir_parts(path) else {
+            return Vec::new();
+        };
+        for seg in spec.split('/') {
+            if push_segment(&mut parts, seg).is_none() {
+                return Vec::new();
+            }
+        }
+        // `./lib/`, `.` and `..` name a directory, so only its index can match.
+        let dir_only = spec.ends_with('/') || spec.ends_with("/.") || spec.ends_with("/..");
+        let dir_only = dir_only || spec == "." || spec == "..";
+        let mut out = Vec::new();
+        if !dir_only {
+            let base = parts.join("/");
+            out.push(base.clone());
+            // TypeScript sources import their siblings by the name of the emitted file.
+            for (js, ts) in [
+                (".js", ".ts"),
+                (".js", ".tsx"),
+                (".jsx", ".tsx"),
+                (".mjs", ".mts"),
+                (".cjs", ".cts"),
+            ] {
+                if let Some(stem) = base.strip_suffix(js) {
+                    out.push(format!("{stem}{ts}"));
+                }
+            }
+            for ext in JS_RESOLVE_EXTS {
+                out.push(format!("{base}{ext}"));
+            }
+        }
+        for ext in JS_RESOLVE_EXTS {
+            out.push(old_join(&parts, &format!("index{ext}")));
+        }
+        out
+    }
+
+    fn old_python_candidates(path: &str, spec: &str) -> Vec<String> {
+        let rest = spec.trim_start_matches('.');
+        let dots = spec.len() - rest.len();
+        if dots == 0 {
+            return Vec::new();
+        }
+        let Some(mut pkg) = dir_parts(path) else {
+            return Vec::new();
+        };
+        for _ in 1..dots {
+            if pkg.pop().is_none() {
+                return Vec::new();
+            }
+        }
+        if rest.is_empty() {
+            return vec![old_join(&pkg, "__init__.py")];
+        }
+        let names: Vec<&str> = rest.split('.').collect();
+        if names.iter().any(|n| n.is_empty()) {
+            return Vec::new();
+        }
+        let module = names.join("/");
+        let mut out = vec![
+            old_join(&pkg, &format!("{module}.py")),
+            old_join(&pkg, &format!("{module}/__init__.py")),
+        ];
+        // A single name may come from `from . import name`, where `name` can be defined
+        // in the package's `__init__.py` rather than being a submodule.
+        if names.len() == 1 {
+            out.push(old_join(&pkg, "__init__.py"));
+        }
+        out
+    }
+
+    fn old_rust_candidates(path: &str, spec: &str) -> Vec<String> {
+        let Some(rel) = spec.strip_prefix(RUST_SPEC_PREFIX) else {
+            return Vec::new();
+        };
+        if rel.split('/').any(|seg| matches!(seg, "" | "." | "..")) {
+            return Vec::new();
+        }
+        let Some(mut base) = dir_parts(path) else {
+            return Vec::new();
+        };
+        let name = file_name(path);
+        if !RUST_DIR_OWNERS.contains(&name) {
+            base.push(name.strip_suffix(".rs").unwrap_or(name));
+        }
+        vec![
+            old_join(&base, &format!("{rel}.rs")),
+            old_join(&base, &format!("{rel}/mod.rs")),
+        ]
+    }
+
+    const TRICKY_PATHS: &[&str] = &[
+        "main.js",
+        "src/a.js",
+        "src/app/main.ts",
+        "a/b/c/d.mjs",
+        "x/./y/../z.cjs",
+        "src/../a.js",
+        "../out.js",
+        "a//b.jsx",
+        "/abs.js",
+        "A.JS",
+        "é/ü.tsx",
+        "pkg/main.py",
+        "main.py",
+        "top/sub/m.py",
+        "../up.py",
+        "src/lib.rs",
+        "src/gate.rs",
+        "src/gate/mod.rs",
+        "main.rs",
+        "src/X.RS",
+        "../x.rs",
+        "notes.txt",
+        "Makefile",
+        "",
+    ];
+    const TRICKY_SPECS: &[&str] = &[
+        ".",
+        "..",
+        "./",
+        "../",
+        "./.",
+        "./..",
+        "./a",
+        "./a.js",
+        "./a.jsx",
+        "./a.mjs",
+        "./a.cjs",
+        "./a.js.ts",
+        "../lib/y.js",
+        "./lib/",
+        "./lib/.",
+        "./lib/..",
+        "../../x",
+        "../../../../x",
+        "./a/./b/../c",
+        ".//a",
+        "./a//",
+        "./index",
+        "./é.js",
+        "react",
+        "/abs",
+        "",
+        ".a",
+        "..a",
+        "...x",
+        ".x.y",
+        ".x..y",
+        ".x.",
+        "mod:a",
+        "mod:a/b",
+        "mod:",
+        "mod:../x",
+        "mod:a//b",
+        "mod:./a",
+    ];
+
+    #[test]
+    fn the_one_buffer_resolver_tries_the_candidates_of_old_in_order() {
+        for path in TRICKY_PATHS {
+            for spec in TRICKY_SPECS {
+                assert_eq!(
+                    candidates(path, spec),
+                    old_candidates(path, spec),
+                    "{path} {spec}"
+                );
+            }
+            let specs = strings(TRICKY_SPECS);
+            assert_eq!(
+                candidate_dirs(path, &specs),
+                specs
+                    .iter()
+                    .flat_map(|spec| old_candidates(path, spec))
+                    .map(|c| parent(&c).to_string())
+                    .collect::<BTreeSet<_>>(),
+                "{path}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_one_buffer_resolver_finds_what_the_candidate_lists_found() {
+        for path in TRICKY_PATHS {
+            // Every candidate of every spec, each once the only file and once
+            // the first of the rest: the first hit, a later one, and none.
+            let all: Vec<String> = TRICKY_SPECS
+                .iter()
+                .flat_map(|spec| old_candidates(path, spec))
+                .collect();
+            let specs = strings(TRICKY_SPECS);
+            for k in 0..=all.len() {
+                let only = |p: &str| all.get(k).is_some_and(|c| c == p);
+                assert_eq!(
+                    resolve(path, &specs, &only),
+                    old_resolve(path, &specs, &only)
+                );
+                let rest = |p: &str| all[k..].iter().any(|c| c == p);
+                assert_eq!(
+                    resolve(path, &specs, &rest),
+                    old_resolve(path, &specs, &rest)
+                );
+                let every_other = |p: &str| all.iter().skip(k % 2).step_by(2).any(|c| c == p);
+                assert_eq!(
+                    resolve(path, &specs, &every_other),
+                    old_resolve(path, &specs, &every_other)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_hit_on_a_path_already_resolved_still_resolves_its_spec() {
+        let tree = ["src/z.js"];
+        assert_eq!(
+            resolve_in("src/main.js", &["./z", "./z.js", "../src/z"], &tree),
+            resolved(&["src/z.js"], &[])
+        );
     }
 }

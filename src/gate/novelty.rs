@@ -21,7 +21,7 @@ pub struct Parts<'a> {
     pub evidence: &'a str,
     /// The file's local dependencies with their content ids; `None` when they
     /// could not all be resolved.
-    pub deps: Option<&'a [(String, String)]>,
+    pub deps: Option<&'a [(&'a str, &'a str)]>,
 }
 
 /// The names of the fingerprint's parts, in order, for `explain`.
@@ -40,37 +40,63 @@ pub const PART_NAMES: [&str; 9] = [
 /// A human-readable fingerprint:
 /// `a1b2c3d4e5f60718|high|source|0.87|under_observation|0|0|ev:3f9a1c0d2b7e|deps:-`.
 pub fn fingerprint(p: &Parts) -> String {
-    // Rounded so that float jitter (0.8700001 against 0.87) is not novelty.
-    let confidence = (p.confidence * 100.0).round() / 100.0;
-    format!(
-        "{}|{}|{}|{:.2}|{}|{}|{}|ev:{}|deps:{}",
-        p.content,
-        p.risk,
-        p.role,
-        confidence,
-        p.status,
-        p.rollback_streak,
-        p.penalty,
-        p.evidence,
-        deps_part(p.deps)
-    )
+    use std::fmt::Write;
+    // Built by pushes, not `format!`: every file of a first run gets one.
+    let mut out = String::with_capacity(
+        p.content.len() + p.risk.len() + p.role.len() + p.status.len() + p.evidence.len() + 48,
+    );
+    for part in [p.content, p.risk, p.role] {
+        out.push_str(part);
+        out.push('|');
+    }
+    push_confidence(&mut out, p.confidence);
+    out.push('|');
+    out.push_str(p.status);
+    let _ = write!(
+        out,
+        "|{}|{}|ev:{}|deps:",
+        p.rollback_streak, p.penalty, p.evidence
+    );
+    push_deps(&mut out, p.deps);
+    out
 }
 
-fn deps_part(deps: Option<&[(String, String)]>) -> String {
+/// The confidence with two decimals, rounded so that float jitter
+/// (0.8700001 against 0.87) is not novelty. A whole number of hundredths
+/// is written as such: `{:.2}` of `n / 100.0` spells `n` exactly whenever
+/// `n` is far below 2^53, and formatting a float costs more than the rest.
+fn push_confidence(out: &mut String, confidence: f64) {
+    use std::fmt::Write;
+    let hundredths = (confidence * 100.0).round();
+    if hundredths.is_sign_positive() && hundredths <= 1e12 {
+        let n = hundredths as u64;
+        let _ = write!(out, "{}.{:02}", n / 100, n % 100);
+    } else {
+        let _ = write!(out, "{:.2}", hundredths / 100.0);
+    }
+}
+
+fn push_deps(out: &mut String, deps: Option<&[(&str, &str)]>) {
     match deps {
-        None => "unknown".into(),
-        Some([]) => "-".into(),
+        None => out.push_str("unknown"),
+        Some([]) => out.push('-'),
         Some(list) => {
-            let mut sorted: Vec<_> = list.iter().collect();
-            sorted.sort();
             let mut h = Sha256::new();
-            for (path, blob) in sorted {
+            let mut add = |(path, blob): &(&str, &str)| {
                 h.update(path.as_bytes());
                 h.update([0u8]);
                 h.update(blob.as_bytes());
                 h.update([0u8]);
+            };
+            // Hashed in order: one dependency, the usual case, needs no sort.
+            if let [one] = list {
+                add(one);
+            } else {
+                let mut sorted: Vec<_> = list.iter().collect();
+                sorted.sort();
+                sorted.into_iter().for_each(add);
             }
-            hex(&h.finalize()[..6])
+            out.push_str(&hex(&h.finalize()[..6]));
         }
     }
 }
@@ -275,8 +301,8 @@ mod tests {
     #[test]
     fn fingerprint_covers_everything_that_would_change_the_answer() {
         let base = fingerprint(&parts());
-        let deps = [("lib/b.js".to_string(), "1111".to_string())];
-        let deps2 = [("lib/b.js".to_string(), "2222".to_string())];
+        let deps = [("lib/b.js", "1111")];
+        let deps2 = [("lib/b.js", "2222")];
         let variants = [
             Parts {
                 content: "ffffffffffffffff",
@@ -439,5 +465,66 @@ mod tests {
         }
         assert_eq!(evict(files.iter(), 3, 2), vec!["c".to_string()]);
         assert!(evict(files.iter(), 3, 3).is_empty());
+    }
+
+    #[test]
+    fn confidence_is_spelled_as_the_float_formatter_spells_it() {
+        let mut values: Vec<f64> = (-300..=300).map(|i| f64::from(i) * 0.005).collect();
+        values.extend((0..=2000).map(|i| f64::from(i) / 1000.0));
+        values.extend([
+            0.0,
+            -0.0,
+            -0.001,
+            0.004999,
+            0.005,
+            0.015,
+            0.125,
+            0.7,
+            0.87,
+            0.95,
+            0.99,
+            1.0,
+            1e9,
+            1e10 + 0.5,
+            1.5e12,
+            1e13,
+            1e300,
+            -1e300,
+            f64::MAX,
+            f64::MIN,
+            f64::MIN_POSITIVE,
+            f64::EPSILON,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+        ]);
+        for c in values {
+            let mut fast = String::new();
+            push_confidence(&mut fast, c);
+            assert_eq!(fast, format!("{:.2}", (c * 100.0).round() / 100.0), "{c:?}");
+        }
+    }
+
+    #[test]
+    fn dependencies_are_hashed_sorted_whatever_order_they_come_in() {
+        let deps_of = |list: &[(&str, &str)]| {
+            let fp = fingerprint(&Parts {
+                deps: Some(list),
+                ..parts()
+            });
+            fp.rsplit_once("deps:").unwrap().1.to_string()
+        };
+        let sorted = [("a.js", "1111"), ("b/c.js", "2222"), ("b/d.js", "0000")];
+        let mut h = Sha256::new();
+        for (path, blob) in sorted {
+            h.update(format!("{path}\0{blob}\0").as_bytes());
+        }
+        let expected = hex(&h.finalize()[..6]);
+        assert_eq!(deps_of(&sorted), expected);
+        assert_eq!(deps_of(&[sorted[2], sorted[0], sorted[1]]), expected);
+        assert_eq!(deps_of(&[sorted[1], sorted[2], sorted[0]]), expected);
+        let mut one = Sha256::new();
+        one.update(b"a.js\x001111\x00");
+        assert_eq!(deps_of(&sorted[..1]), hex(&one.finalize()[..6]));
     }
 }

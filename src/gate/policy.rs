@@ -139,32 +139,79 @@ const HIGH_WORDS: &[&str] = &[
     "cert",
 ];
 
+/// Parts of a file name that mark a test.
+const TEST_MARKS: &[&str] = &["_test.", ".test.", ".spec.", "_spec."];
+
+/// Words to look for in a path, with the bytes they start with.
+struct Words {
+    words: &'static [&'static str],
+    starts: [bool; 256],
+}
+
+impl Words {
+    /// `words` must not be empty strings.
+    const fn new(words: &'static [&'static str]) -> Words {
+        let mut starts = [false; 256];
+        let mut i = 0;
+        while i < words.len() {
+            starts[words[i].as_bytes()[0] as usize] = true;
+            i += 1;
+        }
+        Words { words, starts }
+    }
+}
+
+const TEST_MARK_WORDS: Words = Words::new(TEST_MARKS);
+const CRITICAL: Words = Words::new(CRITICAL_WORDS);
+const HIGH: Words = Words::new(HIGH_WORDS);
+
+/// Whether any of the words occurs in `hay`. One pass over a short path,
+/// trying the words only where one of them starts, costs less than a
+/// substring search set up per word, and every file is classified.
+fn contains_any(hay: &str, words: &Words) -> bool {
+    let hay = hay.as_bytes();
+    (0..hay.len()).any(|i| {
+        words.starts[usize::from(hay[i])]
+            && words
+                .words
+                .iter()
+                .any(|w| hay[i..].starts_with(w.as_bytes()))
+    })
+}
+
 /// Role and risk of a repository path.
 pub fn classify(path: &str) -> (Role, Risk) {
-    let lower = path.to_ascii_lowercase();
-    let name = lower.rsplit('/').next().unwrap_or(&lower);
-    let dirs: Vec<&str> = lower.split('/').collect();
-    let dirs = &dirs[..dirs.len().saturating_sub(1)];
+    // Most paths are lower case already: copied only when they are not.
+    let lower: std::borrow::Cow<str> = if path.bytes().any(|b| b.is_ascii_uppercase()) {
+        path.to_ascii_lowercase().into()
+    } else {
+        path.into()
+    };
+    let lower = lower.as_ref();
+    let (dir, name) = match lower.rsplit_once('/') {
+        Some((dir, name)) => (Some(dir), name),
+        None => (None, lower),
+    };
+    // Every segment before the name; none for a file at the root.
+    let dirs = || dir.into_iter().flat_map(|d| d.split('/'));
     let ext = name.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
 
     let role = if LOCK_FILES.contains(&name)
-        || dirs.iter().any(|d| GENERATED_DIRS.contains(d))
+        || dirs().any(|d| GENERATED_DIRS.contains(&d))
         || GENERATED_SUFFIXES.iter().any(|s| name.ends_with(s))
     {
         Role::Generated
-    } else if dirs.iter().any(|d| TEST_DIRS.contains(d))
+    } else if dirs().any(|d| TEST_DIRS.contains(&d))
         || name.starts_with("test_")
-        || name.contains("_test.")
-        || name.contains(".test.")
-        || name.contains(".spec.")
-        || name.contains("_spec.")
+        || contains_any(name, &TEST_MARK_WORDS)
     {
         Role::Test
     } else if DOC_EXTS.contains(&ext)
-        || dirs.first() == Some(&"docs")
-        || DOC_NAMES
-            .iter()
-            .any(|n| name == *n || name.starts_with(&format!("{n}.")))
+        || dirs().next() == Some("docs")
+        || DOC_NAMES.iter().any(|n| {
+            name.strip_prefix(n)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+        })
         || name.starts_with("readme")
     {
         Role::Doc
@@ -180,8 +227,8 @@ pub fn classify(path: &str) -> (Role, Risk) {
         // Tests, docs and generated code are low whatever their names say:
         // `tests/auth_test.py` is not the authentication code.
         Role::Test | Role::Doc | Role::Generated => Risk::Low,
-        _ if CRITICAL_WORDS.iter().any(|w| lower.contains(w)) => Risk::Critical,
-        _ if HIGH_WORDS.iter().any(|w| lower.contains(w)) => Risk::High,
+        _ if contains_any(lower, &CRITICAL) => Risk::Critical,
+        _ if contains_any(lower, &HIGH) => Risk::High,
         Role::Source | Role::Config => Risk::Medium,
         Role::Unknown => Risk::Low,
     };
@@ -214,26 +261,62 @@ pub struct LocalDecision {
 /// of medium risk or more need judgement, which is a hand-over while the
 /// advisor is off.
 pub fn decide(role: Role, risk: Risk) -> LocalDecision {
-    let (outcome, reason) = match (role, risk) {
-        (Role::Generated, _) => (Outcome::LocalSkip, "generated: never judged".to_string()),
-        (_, Risk::Low) => (
-            Outcome::LocalSkip,
-            format!("{} file of low risk", role.as_str()),
-        ),
-        (Role::Source | Role::Config, _) => (
+    let (outcome, reason) = local_rule(role, risk);
+    LocalDecision {
+        outcome,
+        reason: reason.to_string(),
+    }
+}
+
+/// The rule of `decide` spelled out for every role and risk: generated
+/// code is never judged, low risk is skipped, source and config of medium
+/// risk or more need judgement, the rest has nothing to judge. A table of
+/// literals, as every file of a tick takes one.
+fn local_rule(role: Role, risk: Risk) -> (Outcome, &'static str) {
+    match (role, risk) {
+        (Role::Source, Risk::Low) => (Outcome::LocalSkip, "source file of low risk"),
+        (Role::Source, Risk::Medium) => (
             Outcome::NeedsReview,
-            format!(
-                "{} file of {} risk needs judgement; advisor off",
-                role.as_str(),
-                risk.as_str()
-            ),
+            "source file of medium risk needs judgement; advisor off",
         ),
-        _ => (
-            Outcome::LocalSkip,
-            format!("{} file: nothing to judge", role.as_str()),
+        (Role::Source, Risk::High) => (
+            Outcome::NeedsReview,
+            "source file of high risk needs judgement; advisor off",
         ),
-    };
-    LocalDecision { outcome, reason }
+        (Role::Source, Risk::Critical) => (
+            Outcome::NeedsReview,
+            "source file of critical risk needs judgement; advisor off",
+        ),
+        (Role::Test, Risk::Low) => (Outcome::LocalSkip, "test file of low risk"),
+        (Role::Test, Risk::Medium) => (Outcome::LocalSkip, "test file: nothing to judge"),
+        (Role::Test, Risk::High) => (Outcome::LocalSkip, "test file: nothing to judge"),
+        (Role::Test, Risk::Critical) => (Outcome::LocalSkip, "test file: nothing to judge"),
+        (Role::Doc, Risk::Low) => (Outcome::LocalSkip, "doc file of low risk"),
+        (Role::Doc, Risk::Medium) => (Outcome::LocalSkip, "doc file: nothing to judge"),
+        (Role::Doc, Risk::High) => (Outcome::LocalSkip, "doc file: nothing to judge"),
+        (Role::Doc, Risk::Critical) => (Outcome::LocalSkip, "doc file: nothing to judge"),
+        (Role::Config, Risk::Low) => (Outcome::LocalSkip, "config file of low risk"),
+        (Role::Config, Risk::Medium) => (
+            Outcome::NeedsReview,
+            "config file of medium risk needs judgement; advisor off",
+        ),
+        (Role::Config, Risk::High) => (
+            Outcome::NeedsReview,
+            "config file of high risk needs judgement; advisor off",
+        ),
+        (Role::Config, Risk::Critical) => (
+            Outcome::NeedsReview,
+            "config file of critical risk needs judgement; advisor off",
+        ),
+        (Role::Generated, Risk::Low) => (Outcome::LocalSkip, "generated: never judged"),
+        (Role::Generated, Risk::Medium) => (Outcome::LocalSkip, "generated: never judged"),
+        (Role::Generated, Risk::High) => (Outcome::LocalSkip, "generated: never judged"),
+        (Role::Generated, Risk::Critical) => (Outcome::LocalSkip, "generated: never judged"),
+        (Role::Unknown, Risk::Low) => (Outcome::LocalSkip, "unknown file of low risk"),
+        (Role::Unknown, Risk::Medium) => (Outcome::LocalSkip, "unknown file: nothing to judge"),
+        (Role::Unknown, Risk::High) => (Outcome::LocalSkip, "unknown file: nothing to judge"),
+        (Role::Unknown, Risk::Critical) => (Outcome::LocalSkip, "unknown file: nothing to judge"),
+    }
 }
 
 /// What the evidence version hashes: everything that is not per-file yet
@@ -277,11 +360,13 @@ fn short_hash(parts: &[&str]) -> String {
 }
 
 pub fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes.iter().fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(char::from(DIGITS[usize::from(b >> 4)]));
+        s.push(char::from(DIGITS[usize::from(b & 15)]));
+    }
+    s
 }
 
 #[cfg(test)]
@@ -377,5 +462,199 @@ mod tests {
             legacy_evidence_version(&d, "openai:gpt-4o-mini")
         );
         assert_ne!(legacy_evidence_version(&d, "off"), evidence_version(&d));
+    }
+
+    /// The classifier as it was, with a `Vec` of segments, a `format!` per
+    /// document name and one substring search per word: the reference the
+    /// allocation-free one must agree with.
+    fn old_classify(path: &str) -> (Role, Risk) {
+        let lower = path.to_ascii_lowercase();
+        let name = lower.rsplit('/').next().unwrap_or(&lower);
+        let dirs: Vec<&str> = lower.split('/').collect();
+        let dirs = &dirs[..dirs.len().saturating_sub(1)];
+        let ext = name.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
+        let role = if LOCK_FILES.contains(&name)
+            || dirs.iter().any(|d| GENERATED_DIRS.contains(d))
+            || GENERATED_SUFFIXES.iter().any(|s| name.ends_with(s))
+        {
+            Role::Generated
+        } else if dirs.iter().any(|d| TEST_DIRS.contains(d))
+            || name.starts_with("test_")
+            || name.contains("_test.")
+            || name.contains(".test.")
+            || name.contains(".spec.")
+            || name.contains("_spec.")
+        {
+            Role::Test
+        } else if DOC_EXTS.contains(&ext)
+            || dirs.first() == Some(&"docs")
+            || DOC_NAMES
+                .iter()
+                .any(|n| name == *n || name.starts_with(&format!("{n}.")))
+            || name.starts_with("readme")
+        {
+            Role::Doc
+        } else if CONFIG_NAMES.contains(&name) || CONFIG_EXTS.contains(&ext) {
+            Role::Config
+        } else if SOURCE_EXTS.contains(&ext) {
+            Role::Source
+        } else {
+            Role::Unknown
+        };
+        let risk = match role {
+            Role::Test | Role::Doc | Role::Generated => Risk::Low,
+            _ if CRITICAL_WORDS.iter().any(|w| lower.contains(w)) => Risk::Critical,
+            _ if HIGH_WORDS.iter().any(|w| lower.contains(w)) => Risk::High,
+            Role::Source | Role::Config => Risk::Medium,
+            Role::Unknown => Risk::Low,
+        };
+        (role, risk)
+    }
+
+    #[test]
+    fn the_allocation_free_classifier_agrees_with_the_old_one() {
+        let mut names: Vec<String> = [
+            "",
+            "/",
+            "a",
+            "a/",
+            "/a.js",
+            "a//b.py",
+            "docs",
+            "docs/",
+            "docs/a.js",
+            "x/docs/a.js",
+            "DOCS/A.JS",
+            "readme",
+            "README.md",
+            "readme.rs",
+            "License",
+            "license.js",
+            "licensefoo.js",
+            "LICENCE.txt",
+            "changelog.",
+            "notice.x.y",
+            "authorsx",
+            "Cargo.lock",
+            "a/Cargo.lock",
+            "go.sum",
+            "vendor",
+            "vendor/x.rs",
+            "a/node_modules/b",
+            "x.min.js",
+            "x.MIN.JS",
+            "y_pb2.py",
+            ".map",
+            "test_x.py",
+            "Test_X.py",
+            "a_test.go",
+            "a.test.ts",
+            "a.spec.",
+            "a_spec.rb",
+            "_test.",
+            "tests/a.rs",
+            "x/tests",
+            "spec/a.rb",
+            "Dockerfile",
+            "a/Makefile",
+            ".env",
+            ".gitlab-ci.yml",
+            "a.yml",
+            "a.JSON",
+            "src/auth/login.js",
+            "lib/crypto-vault.js",
+            "api/PAYMENT.py",
+            "config/tokens.yaml",
+            "a/b/c.cpp",
+            "jwt.rs",
+            "privkey",
+            "x/private_key.pem",
+            "certs/a.conf",
+            "aacl.py",
+            "seSSion.ts",
+            "é/ü.rs",
+            "src/d0/f1.js",
+            "ttoken",
+            "passwdd.sh",
+            "s.vue",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        // Every word of every list, as a directory, a name, a prefix and an extension.
+        let lists = [
+            LOCK_FILES,
+            GENERATED_DIRS,
+            GENERATED_SUFFIXES,
+            TEST_DIRS,
+            DOC_EXTS,
+            DOC_NAMES,
+            CONFIG_EXTS,
+            CONFIG_NAMES,
+            SOURCE_EXTS,
+            CRITICAL_WORDS,
+            HIGH_WORDS,
+        ];
+        for word in lists.iter().flat_map(|l| l.iter()) {
+            for form in [
+                word.to_string(),
+                format!("{word}/x.js"),
+                format!("src/{word}"),
+                format!("a/{word}.js"),
+                format!("x.{word}"),
+                format!("{word}.md"),
+                word.to_ascii_uppercase(),
+            ] {
+                names.push(form);
+            }
+        }
+        for path in &names {
+            assert_eq!(classify(path), old_classify(path), "{path:?}");
+        }
+    }
+
+    #[test]
+    fn hex_spells_every_byte_in_two_lowercase_digits() {
+        let bytes: Vec<u8> = (0..=255).collect();
+        let expected: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex(&bytes), expected);
+        assert_eq!(hex(&[]), "");
+    }
+
+    #[test]
+    fn the_table_of_local_rules_says_what_the_rules_said() {
+        let roles = [
+            Role::Source,
+            Role::Test,
+            Role::Doc,
+            Role::Config,
+            Role::Generated,
+            Role::Unknown,
+        ];
+        for role in roles {
+            for risk in [Risk::Low, Risk::Medium, Risk::High, Risk::Critical] {
+                // The rules as they were written, word for word.
+                let (outcome, reason) = match (role, risk) {
+                    (Role::Generated, _) => (Outcome::LocalSkip, "generated: never judged".into()),
+                    (_, Risk::Low) => (
+                        Outcome::LocalSkip,
+                        format!("{} file of low risk", role.as_str()),
+                    ),
+                    (Role::Source | Role::Config, _) => (
+                        Outcome::NeedsReview,
+                        format!(
+                            "{} file of {} risk needs judgement; advisor off",
+                            role.as_str(),
+                            risk.as_str()
+                        ),
+                    ),
+                    _ => (
+                        Outcome::LocalSkip,
+                        format!("{} file: nothing to judge", role.as_str()),
+                    ),
+                };
+                assert_eq!(decide(role, risk), LocalDecision { outcome, reason });
+            }
+        }
     }
 }

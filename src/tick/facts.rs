@@ -7,7 +7,7 @@ use sha2::{Digest, Sha256};
 use crate::gate::deps;
 use crate::gate::lifecycle::{self, Status};
 use crate::gate::novelty::{self, Parts};
-use crate::gate::policy::{self, hex};
+use crate::gate::policy::{self, Risk, Role, hex};
 use crate::source::{Source, SourceError};
 use crate::state::files::{Files, Rules};
 use crate::state::{ContentFacts, FileRecord, Outcome, State};
@@ -118,14 +118,29 @@ pub fn fingerprint_of(
     evidence: &str,
     status: Status,
 ) -> (String, deps::Resolved) {
-    let (role, risk) = policy::classify(path);
-    let record_streak = files.get(path).map_or(0, |r| r.rollback_streak);
+    let streak = files.get(path).map_or(0, |r| r.rollback_streak);
+    let class = policy::classify(path);
+    fingerprint_as(files, path, facts, evidence, status, class, streak)
+}
+
+/// `fingerprint_of` for a file already classified, with its rollback
+/// streak: the tick classifies and looks up each file once for both the
+/// fingerprint and the decision.
+pub(crate) fn fingerprint_as(
+    files: &Files,
+    path: &str,
+    facts: &ContentFacts,
+    evidence: &str,
+    status: Status,
+    (role, risk): (Role, Risk),
+    record_streak: u32,
+) -> (String, deps::Resolved) {
     let resolved = deps::resolve(path, &facts.imports, &|p| files.contains_key(p));
     let deps_known = resolved.unresolved.is_empty();
-    let dep_ids: Vec<(String, String)> = resolved
+    let dep_ids: Vec<(&str, &str)> = resolved
         .paths
         .iter()
-        .map(|p| (p.clone(), files[p].blob.clone()))
+        .map(|p| (p.as_str(), files[p].blob.as_str()))
         .collect();
     let fp = novelty::fingerprint(&Parts {
         content: &facts.hash,

@@ -2,9 +2,10 @@
 //! the novelty gate, local policy, and only then the advisor (`consult`).
 
 use anyhow::Result;
+use chrono::{DateTime, Utc};
 
 use super::Work;
-use super::facts::{fingerprint_of, read_facts, status_of};
+use super::facts::{fingerprint_as, read_facts, status_of};
 use super::report::FileReport;
 use crate::gate::deps;
 use crate::gate::lifecycle::{self, Status};
@@ -15,9 +16,9 @@ use crate::gate::retry;
 use crate::gate::rewrites;
 use crate::gate::wake::Reason;
 use crate::llm::client::Finding;
-use crate::llm::protocol;
+use crate::llm::protocol::{self, Class};
 use crate::source::SourceError;
-use crate::state::{BY_LOCAL, ContentFacts, Decision, Outcome, State};
+use crate::state::{BY_LOCAL, ContentFacts, Decision, FileRecord, Outcome, State};
 
 /// A file about to be judged: what the novelty gate needs and what the
 /// advisor is told.
@@ -26,10 +27,21 @@ pub(super) struct Subject {
     pub role: Role,
     pub risk: Risk,
     pub status: Status,
-    pub facts: ContentFacts,
+    pub facts: Seen,
     pub fingerprint: String,
     pub novelty: Novelty,
     pub resolved: deps::Resolved,
+    /// The record's rollback streak, which judging the file does not change.
+    pub streak: u32,
+    /// `(at_once, failures)` when the file gave up at this fingerprint.
+    pub gave_up: Option<(bool, u32)>,
+}
+
+/// What judging needs of a file's content facts once the record keeps them
+/// (its imports stay with the record).
+pub(super) struct Seen {
+    pub hash: String,
+    pub chars: u64,
 }
 
 /// The decision of one fresh evaluation: outcome, reason, and the advisor's
@@ -53,8 +65,8 @@ impl Work<'_> {
                     during: format!("before `{path}`, between files"),
                 }));
             }
-            if state.files.contains_key(path) {
-                out.push(self.judge_one(state, path)?);
+            if let Some(streak) = state.files.get(path).map(|r| r.rollback_streak) {
+                out.push(self.judge_one(state, path, streak)?);
             }
         }
         Ok(out)
@@ -96,14 +108,14 @@ impl Work<'_> {
         }
     }
 
-    fn judge_one(&mut self, state: &mut State, path: &str) -> Result<FileReport> {
-        self.grade(state, path);
+    fn judge_one(&mut self, state: &mut State, path: &str, streak: u32) -> Result<FileReport> {
+        self.grade_at(state, path, streak);
         let (facts, bytes) = match self.facts(state, path)? {
             Ok(known) => known,
             Err(report) => return Ok(report),
         };
-        let subject = self.subject(state, path, facts);
-        if let Some(report) = given_up(state, &subject) {
+        let mut subject = self.subject(state, path, facts);
+        if let Some(report) = given_up(&subject) {
             return Ok(report);
         }
         // A scheduled review or a reconsideration is an event in its own
@@ -115,7 +127,7 @@ impl Work<'_> {
         let local = self.local(&subject);
         if let Some(judged) = self.own_or_stuck(state, &subject, local.outcome) {
             self.fresh += 1;
-            return Ok(self.remember(state, &subject, forced, judged, BY_LOCAL));
+            return Ok(self.remember(state, &mut subject, forced, judged, BY_LOCAL));
         }
         let cfg = self.cfg;
         let (judgement, by) = match &cfg.advisor {
@@ -124,7 +136,7 @@ impl Work<'_> {
                 // Paid for by a tick whose save did not happen: taken, not asked again.
                 if let Some(paid) = self.replayed(state, &subject, bytes.as_deref()) {
                     self.fresh += 1;
-                    return Ok(self.remember(state, &subject, forced, paid, by));
+                    return Ok(self.remember(state, &mut subject, forced, paid, by));
                 }
                 // Only what costs is bounded: a consultation, and the read it
                 // may need when the bytes are not at hand.
@@ -153,7 +165,7 @@ impl Work<'_> {
                 ((local.outcome, local.reason, None), BY_LOCAL)
             }
         };
-        Ok(self.remember(state, &subject, forced, judgement, by))
+        Ok(self.remember(state, &mut subject, forced, judgement, by))
     }
 
     /// Facts about the current bytes: remembered per content id, so an
@@ -193,25 +205,44 @@ impl Work<'_> {
     /// gate, and remember the facts of its bytes.
     fn subject(&self, state: &mut State, path: &str, facts: ContentFacts) -> Subject {
         let (role, risk) = policy::classify(path);
-        let status = status_of(&state.files[path], path, &self.cfg.locks, self.cfg.now);
-        let (fingerprint, resolved) =
-            fingerprint_of(&state.files, path, &facts, self.evidence, status);
+        let record = &state.files[path];
+        let status = status_of(record, path, &self.cfg.locks, self.cfg.now);
+        let (fingerprint, resolved) = fingerprint_as(
+            &state.files,
+            path,
+            &facts,
+            self.evidence,
+            status,
+            (role, risk),
+            record.rollback_streak,
+        );
+        let record_streak = record.rollback_streak;
+        let gave_up = record
+            .retry
+            .as_ref()
+            .filter(|r| r.given_up() && r.fingerprint == fingerprint)
+            .map(|r| (r.at_once, r.failures));
         let deps_known = resolved.unresolved.is_empty();
         let advisor = self.cfg.advisor.as_ref().map(|a| a.id.as_str());
-        let novelty =
-            novelty::evaluate(Some(&state.files[path]), &fingerprint, deps_known, advisor);
+        let novelty = novelty::evaluate(Some(record), &fingerprint, deps_known, advisor);
+        let seen = Seen {
+            hash: facts.hash.clone(),
+            chars: facts.chars,
+        };
         if let Some(r) = state.files.get_mut(path) {
-            r.content = Some(facts.clone());
+            r.content = Some(facts);
         }
         Subject {
             path: path.to_string(),
             role,
             risk,
             status,
-            facts,
+            facts: seen,
             fingerprint,
             novelty,
             resolved,
+            streak: record_streak,
+            gave_up,
         }
     }
 
@@ -287,7 +318,7 @@ impl Work<'_> {
     fn remember(
         &self,
         state: &mut State,
-        s: &Subject,
+        s: &mut Subject,
         forced: bool,
         (outcome, mut reason, findings): Judgement,
         by: &str,
@@ -299,18 +330,19 @@ impl Work<'_> {
                 s.resolved.unresolved.join(", ")
             ));
         }
-        let (outcome, reason) = self.wait(state, s, outcome, reason);
+        let circuit = self.open_circuit(state);
         let record = state
             .files
             .get_mut(&s.path)
             .expect("candidate is in the tree");
-        let previous = record
-            .decision
-            .as_ref()
-            .map(|d| (d.outcome, d.reason.clone()));
-        record.deps = s.resolved.paths.clone();
+        let (outcome, reason) = self.wait(record, s, (outcome, reason), circuit);
+        // The subject ends here: its dependencies move into the record.
+        record.deps = std::mem::take(&mut s.resolved.paths);
         if forced && self.reason == Reason::OpportunityDue {
-            let identical = previous.as_ref() == Some(&(outcome, reason.clone()));
+            let identical = record
+                .decision
+                .as_ref()
+                .is_some_and(|d| d.outcome == outcome && d.reason == reason);
             record.review = Some(lifecycle::after_review(
                 record.review.as_ref(),
                 identical,
@@ -339,7 +371,7 @@ impl Work<'_> {
             self.observe(state, s, &reason);
         }
         let mut report = FileReport::new(&s.path, outcome, reason, s.novelty)
-            .with_fingerprint(Some(s.fingerprint.clone()));
+            .with_fingerprint(Some(std::mem::take(&mut s.fingerprint)));
         report.findings = findings;
         report
     }
@@ -349,22 +381,12 @@ impl Work<'_> {
     /// for nothing.
     fn wait(
         &self,
-        state: &mut State,
+        record: &mut FileRecord,
         s: &Subject,
-        outcome: Outcome,
-        reason: String,
+        (outcome, reason): (Outcome, String),
+        circuit: Option<(Class, DateTime<Utc>)>,
     ) -> (Outcome, String) {
         let now = self.cfg.now;
-        let circuit = state
-            .llm
-            .circuit
-            .as_ref()
-            .filter(|c| protocol::is_open(c, now))
-            .map(|c| (c.class, c.until));
-        let record = state
-            .files
-            .get_mut(&s.path)
-            .expect("candidate is in the tree");
         record.retry = retry::after(record.retry.as_ref(), &s.fingerprint, outcome, circuit, now);
         let permanent = self.permanent.take();
         if permanent && let Some(r) = record.retry.as_mut() {
@@ -388,6 +410,17 @@ impl Work<'_> {
             ),
             _ => (outcome, reason),
         }
+    }
+
+    /// The advisor's circuit breaker while it is open: how a failed look waits.
+    fn open_circuit(&self, state: &State) -> Option<(Class, DateTime<Utc>)> {
+        let now = self.cfg.now;
+        state
+            .llm
+            .circuit
+            .as_ref()
+            .filter(|c| protocol::is_open(c, now))
+            .map(|c| (c.class, c.until))
     }
 
     /// A file left for a later tick, and why.
@@ -468,26 +501,28 @@ impl Work<'_> {
     /// happened; a file that left the tree closes its watch ungraded.
     pub(super) fn grade(&mut self, state: &mut State, path: &str) {
         match state.files.get(path) {
-            Some(r) => {
-                let streak = r.rollback_streak;
-                observation::resolve_if_due(
-                    &mut state.observations,
-                    path,
-                    streak,
-                    self.cfg.locked(path),
-                    self.cfg.now,
-                    self.cfg.resolved_limit,
-                );
-            }
+            Some(r) => self.grade_at(state, path, r.rollback_streak),
             None => {
                 state.observations.open.remove(path);
             }
         }
     }
 
+    /// `grade` for a file in the tree whose rollback streak is at hand.
+    fn grade_at(&mut self, state: &mut State, path: &str, streak: u32) {
+        observation::resolve_if_due(
+            &mut state.observations,
+            path,
+            streak,
+            self.cfg.locked(path),
+            self.cfg.now,
+            self.cfg.resolved_limit,
+        );
+    }
+
     /// Label a SKIP (observation mode). It never changes the decision.
     fn observe(&self, state: &mut State, s: &Subject, reason: &str) {
-        let streak = state.files.get(&s.path).map_or(0, |r| r.rollback_streak);
+        let streak = s.streak;
         observation::observe(
             &mut state.observations,
             &s.path,
@@ -508,12 +543,9 @@ impl Work<'_> {
 
 /// A file that gave up at its current fingerprint is not asked again: it
 /// says so, and waits for a change or `sentinel reset`.
-fn given_up(state: &State, s: &Subject) -> Option<FileReport> {
-    let r = state.files[&s.path]
-        .retry
-        .as_ref()
-        .filter(|r| r.given_up() && r.fingerprint == s.fingerprint)?;
-    let reason = if r.at_once {
+fn given_up(s: &Subject) -> Option<FileReport> {
+    let (at_once, failures) = s.gave_up?;
+    let reason = if at_once {
         format!(
             "gave up at once, as asking again about this content cannot help; `sentinel reset {}` asks again",
             s.path
@@ -521,7 +553,7 @@ fn given_up(state: &State, s: &Subject) -> Option<FileReport> {
     } else {
         format!(
             "gave up after {} failures at this fingerprint; `sentinel reset {}` asks again",
-            r.failures, s.path
+            failures, s.path
         )
     };
     Some(
