@@ -132,6 +132,7 @@ fn run_tick(args: TickArgs) -> Result<u8> {
             storage: &mut storage,
             publisher: publisher.as_mut().map(|p| p.as_mut() as &mut dyn Publisher),
             patcher: patcher.as_mut().map(|p| p.as_mut() as &mut dyn Patcher),
+            last: true,
         },
     )?;
     // The user chose to hand files over: said, without advice to set a key.

@@ -166,12 +166,14 @@ pub fn observe(
     open_limit: usize,
 ) -> Classification {
     let classification = classify(input);
-    let tally = log
-        .totals
-        .by_category
-        .entry(classification.category.as_str().to_string())
-        .or_insert(0);
-    *tally = tally.saturating_add(1);
+    let name = classification.category.as_str();
+    // A name is allocated once per category, not once per file.
+    match log.totals.by_category.get_mut(name) {
+        Some(tally) => *tally = tally.saturating_add(1),
+        None => {
+            log.totals.by_category.insert(name.to_string(), 1);
+        }
+    }
 
     if classification.category != Category::Observe {
         // The file left the watched state; there is no bet left to grade.
@@ -379,6 +381,40 @@ mod tests {
             confidence: 0.9,
             known_skip: true,
             rollback_streak: 0,
+        }
+    }
+
+    #[test]
+    fn eviction_keeps_the_newest_watches_whether_they_share_an_instant_or_not() {
+        // A model of the rule: past the limit, the oldest (last_ts, path)
+        // other than the file just observed goes. First every file at one
+        // instant (a first run, in and out of path order), then a mix.
+        let mut steps: Vec<(String, i64)> = (0..60)
+            .map(|i| (format!("f{:02}", (i * 37) % 60), 0))
+            .collect();
+        steps.extend((0..80).map(|i| (format!("f{:02}", (i * 13) % 70), (i % 5) as i64)));
+        steps.extend((0..40).map(|i| (format!("g{i}"), 9)));
+        let mut log = ObservationLog::default();
+        let mut model: BTreeMap<String, DateTime<Utc>> = BTreeMap::new();
+        for (path, h) in steps {
+            let now = t0() + hours(h);
+            observe(&mut log, &path, &hesitant(), now, 10);
+            model.insert(path.clone(), now);
+            if model.len() > 10 {
+                let oldest = model
+                    .iter()
+                    .filter(|(p, _)| **p != path)
+                    .min_by(|a, b| (a.1, a.0).cmp(&(b.1, b.0)))
+                    .map(|(p, _)| p.clone())
+                    .unwrap();
+                model.remove(&oldest);
+            }
+            let open: Vec<&String> = log.open.keys().collect();
+            assert_eq!(
+                open,
+                model.keys().collect::<Vec<_>>(),
+                "after {path} at +{h}h"
+            );
         }
     }
 

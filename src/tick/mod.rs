@@ -53,6 +53,10 @@ pub struct Effects<'a> {
     pub publisher: Option<&'a mut dyn Publisher>,
     /// Where proposed contents are committed, if anywhere.
     pub patcher: Option<&'a mut dyn Patcher>,
+    /// The process ends with this tick: its state is left to the exit
+    /// rather than freed record by record (a first run's 100,000 of them
+    /// took 3% of its CPU to free).
+    pub last: bool,
 }
 
 impl<'a> Effects<'a> {
@@ -64,6 +68,7 @@ impl<'a> Effects<'a> {
             storage,
             publisher: None,
             patcher: None,
+            last: false,
         }
     }
 
@@ -102,16 +107,7 @@ pub fn run(cfg: &TickConfig, fx: &mut Effects) -> Result<TickReport> {
         return early::idle(cfg, &look, fx.storage, fx.source);
     }
 
-    // The contents the wake reads come from a child that can start while
-    // the state loads (`git cat-file`: a millisecond or two of its own).
-    if matches!(look.verdict.reason, Reason::RepoChanged | Reason::FirstRun) {
-        fx.source.warm();
-    }
-    let mut state = match preloaded {
-        Some(loaded) => loaded?.unwrap_or_else(State::new),
-        None if look.known_state => fx.storage.load()?.unwrap_or_else(State::new),
-        None => State::new(),
-    };
+    let mut state = wake_state(&look, preloaded, fx)?;
     state.files.set_rules(SUMMARY_RULES);
     // An outage tick that learns nothing must not rewrite the state: what
     // it loaded is kept to compare with once the source was asked.
@@ -171,7 +167,29 @@ pub fn run(cfg: &TickConfig, fx: &mut Effects) -> Result<TickReport> {
     }
     report.file_reads = done.reads;
     report.fresh_evaluations = done.fresh;
+    if fx.last {
+        std::mem::forget(state);
+    }
     Ok(report)
+}
+
+/// The state a wake works on: the one loaded while git walked the new
+/// commits, or loaded now.
+fn wake_state(
+    look: &Look,
+    preloaded: Option<Result<Option<State>>>,
+    fx: &mut Effects,
+) -> Result<State> {
+    // The contents the wake reads come from a child that can start while
+    // the state loads (`git cat-file`: a millisecond or two of its own).
+    if matches!(look.verdict.reason, Reason::RepoChanged | Reason::FirstRun) {
+        fx.source.warm();
+    }
+    Ok(match preloaded {
+        Some(loaded) => loaded?.unwrap_or_else(State::new),
+        None if look.known_state => fx.storage.load()?.unwrap_or_else(State::new),
+        None => State::new(),
+    })
 }
 
 /// The working context of a waking tick: the effects it may use while it

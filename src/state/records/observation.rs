@@ -104,12 +104,22 @@ pub struct ObservationLog {
     pub(crate) age: AgeIndex,
 }
 
-/// `(last_ts, path)` of open watches, oldest (then smallest path) first.
-/// Entries go stale when a watch is removed or looked at again; they are
-/// checked against `open` when they come to the top, so only `observe`,
-/// which sets `last_ts`, has to push.
+/// The open watches by age: `(last_ts, path)`, oldest (then smallest path)
+/// first. While every open watch was last looked at the same instant (a
+/// first run opens each at the tick's time) the oldest is the smallest
+/// path, which `open`'s own order gives: no heap, no copy of a path per
+/// file. Otherwise a heap whose entries go stale when a watch is removed
+/// or looked at again; they are checked against `open` when they come to
+/// the top, so only `observe`, which sets `last_ts`, has to push.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct AgeIndex(Option<BinaryHeap<Reverse<Aged>>>);
+pub(crate) enum AgeIndex {
+    /// Not built this tick: the next eviction looks.
+    #[default]
+    Unknown,
+    /// Every open watch has this `last_ts`.
+    Uniform(DateTime<Utc>),
+    Heap(BinaryHeap<Reverse<Aged>>),
+}
 
 /// When a watch was last looked at, and its path.
 type Aged = (DateTime<Utc>, String);
@@ -123,18 +133,32 @@ impl PartialEq for AgeIndex {
 
 impl AgeIndex {
     pub(crate) fn touched(&mut self, at: DateTime<Utc>, path: &str) {
-        if let Some(heap) = &mut self.0 {
-            heap.push(Reverse((at, path.to_string())));
+        match self {
+            AgeIndex::Unknown => {}
+            AgeIndex::Uniform(t) if *t == at => {}
+            AgeIndex::Uniform(_) => *self = AgeIndex::Unknown,
+            AgeIndex::Heap(heap) => heap.push(Reverse((at, path.to_string()))),
         }
     }
 
     /// The oldest open watch other than `keep`, by `last_ts` then path.
     pub(crate) fn oldest(&mut self, open: &BTreeMap<String, Watch>, keep: &str) -> Option<String> {
-        let heap = self.0.get_or_insert_with(|| {
-            open.iter()
-                .map(|(p, w)| Reverse((w.last_ts, p.clone())))
-                .collect()
-        });
+        if matches!(self, AgeIndex::Unknown) {
+            let mut times = open.values().map(|w| w.last_ts);
+            *self = match times.next() {
+                Some(t) if times.all(|u| u == t) => AgeIndex::Uniform(t),
+                _ => AgeIndex::Heap(
+                    open.iter()
+                        .map(|(p, w)| Reverse((w.last_ts, p.clone())))
+                        .collect(),
+                ),
+            };
+        }
+        let heap = match self {
+            AgeIndex::Uniform(_) => return open.keys().find(|p| *p != keep).cloned(),
+            AgeIndex::Heap(heap) => heap,
+            AgeIndex::Unknown => unreachable!("set just above"),
+        };
         let mut kept = None;
         let found = loop {
             let Some(Reverse((at, path))) = heap.pop() else {
