@@ -825,7 +825,7 @@ def main():
     ap.add_argument("--wake-reps", required=True, help="comma-separated wake rounds, one per size")
     ap.add_argument("--trees", default="plain,imports", help="generated trees: plain, imports")
     ap.add_argument("--real", default="", help="a clone of a real repository, measured once, watched whole")
-    ap.add_argument("--real-reps", default="100,3,5", help="no-op rounds, first runs, wake rounds for --real")
+    ap.add_argument("--real-reps", default="100,5,15", help="no-op rounds, first runs, wake rounds for --real")
     ap.add_argument("--command", default="scripts/bench")
     ap.add_argument("--build", default="unknown")
     args = ap.parse_args()

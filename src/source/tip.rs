@@ -29,11 +29,14 @@ pub fn read(repo: &Path, rev: &str) -> Option<String> {
     if OVERRIDES.iter().any(|v| std::env::var_os(v).is_some()) {
         return None;
     }
-    let git = repo.join(".git");
-    // A worktree or submodule has a `.git` file: its refs live elsewhere.
-    if !fs::symlink_metadata(&git).ok()?.is_dir() {
-        return None;
-    }
+    let git = match fs::symlink_metadata(repo.join(".git")) {
+        Ok(m) if m.is_dir() => repo.join(".git"),
+        // A worktree or submodule has a `.git` file: its refs live elsewhere.
+        Ok(_) => return None,
+        // A bare repository is its own git directory.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && is_bare(repo) => repo.to_path_buf(),
+        Err(_) => return None,
+    };
     // Reftable stores refs in another format; a shallow clone's history of
     // the same tip can deepen; replace refs and grafts rewrite history
     // without moving the tip.
@@ -151,6 +154,16 @@ fn ref_id(git: &Path, packed: &Packed, name: &str) -> Option<String> {
     }
 }
 
+/// What git itself takes for a git directory (`HEAD`, `objects/`, `refs/`),
+/// and not a linked worktree's (which has a `commondir`).
+fn is_bare(dir: &Path) -> bool {
+    let is = |name: &str, dir_wanted: bool| {
+        fs::symlink_metadata(dir.join(name))
+            .is_ok_and(|m| if dir_wanted { m.is_dir() } else { m.is_file() })
+    };
+    is("HEAD", false) && is("objects", true) && is("refs", true) && !dir.join("commondir").exists()
+}
+
 /// A full SHA-1 or SHA-256 object id in lower-case hex.
 fn is_id(s: &str) -> bool {
     matches!(s.len(), 40 | 64) && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
@@ -252,6 +265,23 @@ mod tests {
         );
         assert_eq!(read(dir.path(), "v9999").as_deref(), Some(A));
         assert_eq!(read(dir.path(), "refs/heads/main2").as_deref(), Some(A));
+    }
+
+    #[test]
+    fn a_bare_clone_is_its_own_git_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir_all(dir.path().join("objects")).unwrap();
+        fs::create_dir_all(dir.path().join("refs/heads")).unwrap();
+        fs::write(dir.path().join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        fs::write(
+            dir.path().join("packed-refs"),
+            format!("{A} refs/heads/main\n"),
+        )
+        .unwrap();
+        assert_eq!(read(dir.path(), "HEAD").as_deref(), Some(A));
+        // A linked worktree's git directory is git's to read.
+        fs::write(dir.path().join("commondir"), "../..\n").unwrap();
+        assert_eq!(read(dir.path(), "HEAD"), None);
     }
 
     #[test]
