@@ -6,6 +6,7 @@ pub mod files;
 pub mod journal;
 pub mod limits;
 pub mod records;
+pub mod rfc3339;
 pub mod safe_fs;
 pub mod schema;
 pub mod shards;
