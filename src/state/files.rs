@@ -137,6 +137,29 @@ pub struct Rules {
     pub import_dirs: fn(&str, &FileRecord) -> BTreeSet<String>,
 }
 
+/// The rules, and the summaries of the loaded buckets computed by them: the
+/// header's figures and the save ask for each bucket's summary several
+/// times, and a summary costs a pass over the bucket's records. A bucket's
+/// entry is dropped whenever its records can change (`Files::bucket_mut`,
+/// the `_mut` walks) and all of them when the locks do.
+#[derive(Clone)]
+pub struct Summarizer {
+    rules: Rules,
+    cache: std::cell::RefCell<Vec<Option<Summary>>>,
+}
+
+impl Summarizer {
+    fn forget(&mut self, i: usize) {
+        if let Some(s) = self.cache.get_mut().get_mut(i) {
+            *s = None;
+        }
+    }
+
+    fn forget_all(&mut self) {
+        self.cache.get_mut().clear();
+    }
+}
+
 /// Whether a fingerprint says the file's imports did not all resolve.
 pub fn deps_unknown(r: &FileRecord) -> bool {
     r.fingerprint
@@ -236,7 +259,7 @@ pub struct Files {
     pub(super) locks: Vec<String>,
     /// How to summarise a bucket; without them a save keeps the saved
     /// summary of a bucket whose bytes did not change, and refuses otherwise.
-    pub(super) rules: Option<Rules>,
+    pub(super) rules: Option<Summarizer>,
     /// The index of the loaded buckets does not reflect the records (a
     /// state built in memory or read from one file): rebuilt on save.
     pub(super) index_stale: bool,
@@ -297,6 +320,9 @@ impl Files {
 
     fn bucket_mut(&mut self, i: usize) -> &mut Bucket {
         self.bucket(i);
+        if let Some(s) = &mut self.rules {
+            s.forget(i);
+        }
         self.slots[i].cell.get_mut().expect("loaded above")
     }
 
@@ -350,6 +376,21 @@ impl Files {
             self.len += 1;
         }
         old
+    }
+
+    /// Add records for paths not in the tree, given in path order, each
+    /// once (a first run's listing): built in one pass when the tree is
+    /// kept in one bucket, inserted one by one otherwise.
+    pub fn extend_new(&mut self, records: impl Iterator<Item = (String, FileRecord)>) {
+        if self.slots.len() == 1 && self.len == 0 {
+            let b = self.bucket_mut(0);
+            b.files = records.collect();
+            self.len = b.files.len();
+            return;
+        }
+        for (path, r) in records {
+            self.insert(path, r);
+        }
     }
 
     pub fn remove(&mut self, path: &str) -> Option<FileRecord> {
@@ -429,6 +470,9 @@ impl Files {
 
     /// The loaded records in path order, to change.
     pub fn loaded_mut(&mut self) -> std::vec::IntoIter<(&String, &mut FileRecord)> {
+        if let Some(s) = &mut self.rules {
+            s.forget_all();
+        }
         let many = self.slots.len() > 1;
         let mut all: Vec<(&String, &mut FileRecord)> = self
             .slots
@@ -450,18 +494,29 @@ impl Files {
     /// (and the rules are known), as saved otherwise.
     pub fn summary(&self, i: usize) -> Option<Summary> {
         match (self.slots[i].cell.get(), &self.rules) {
-            (Some(b), Some(rules)) => Some(Summary::of(b.files.iter(), &self.locks, rules)),
+            (Some(b), Some(s)) => {
+                let mut cache = s.cache.borrow_mut();
+                if cache.len() != self.slots.len() {
+                    *cache = vec![None; self.slots.len()];
+                }
+                let summary = cache[i]
+                    .get_or_insert_with(|| Summary::of(b.files.iter(), &self.locks, &s.rules));
+                Some(summary.clone())
+            }
             _ => self.slots[i].saved.as_ref().map(|s| s.summary.clone()),
         }
     }
 
     /// The rules the summaries are computed by from now on.
     pub fn set_rules(&mut self, rules: Rules) {
-        self.rules = Some(rules);
+        self.rules = Some(Summarizer {
+            rules,
+            cache: Default::default(),
+        });
     }
 
     pub fn rules(&self) -> Option<&Rules> {
-        self.rules.as_ref()
+        self.rules.as_ref().map(|s| &s.rules)
     }
 
     /// Every bucket's summary.
@@ -475,6 +530,9 @@ impl Files {
         if self.locks != locks {
             self.load_all();
             self.locks = locks.to_vec();
+            if let Some(s) = &mut self.rules {
+                s.forget_all();
+            }
         }
     }
 

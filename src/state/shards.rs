@@ -18,6 +18,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::encode;
 use super::files::{Bucket, Files, Saved, Slot, Summary, bucket_of};
 use super::limits;
 use super::safe_fs;
@@ -200,11 +201,12 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// A bucket as it will be saved: its records (borrowed, in path order: a
-/// first run would otherwise copy every record once more) and its index.
+/// A bucket as it will be saved: its records and its index, borrowed (in
+/// path order: a first run would otherwise copy every record and path once
+/// more).
 struct Planned<'a> {
     files: Vec<(&'a String, &'a FileRecord)>,
-    importers: BTreeMap<String, Vec<String>>,
+    importers: BTreeMap<&'a str, Vec<&'a str>>,
 }
 
 /// Every bucket rebuilt from all the records, under `buckets` buckets.
@@ -217,19 +219,19 @@ fn rebuild(files: &Files, buckets: usize) -> Vec<Option<Planned<'_>>> {
         .collect();
     for (path, r) in files.iter() {
         for d in &r.deps {
-            let list = out[bucket_of(d, buckets)]
+            out[bucket_of(d, buckets)]
                 .importers
-                .entry(d.clone())
-                .or_default();
-            if !list.contains(path) {
-                list.push(path.clone());
-            }
+                .entry(d.as_str())
+                .or_default()
+                .push(path.as_str());
         }
         out[bucket_of(path, buckets)].files.push((path, r));
     }
+    // Pushed in path order: a path twice in a list is next to itself.
     for p in &mut out {
         for list in p.importers.values_mut() {
-            list.sort();
+            list.sort_unstable();
+            list.dedup();
         }
     }
     out.into_iter().map(Some).collect()
@@ -240,7 +242,7 @@ fn rebuild(files: &Files, buckets: usize) -> Vec<Option<Planned<'_>>> {
 fn incremental(files: &Files) -> Vec<Option<Planned<'_>>> {
     let n = files.buckets();
     // (dependency, importer, added) for each change of a loaded record's deps.
-    let mut changes: Vec<(String, String, bool)> = Vec::new();
+    let mut changes: Vec<(&str, &str, bool)> = Vec::new();
     for i in (0..n).filter(|i| files.is_loaded(*i)) {
         let b = files.bucket(i);
         let paths: BTreeSet<&String> = b.files.keys().chain(b.deps_at_load.keys()).collect();
@@ -248,10 +250,10 @@ fn incremental(files: &Files) -> Vec<Option<Planned<'_>>> {
             let old: BTreeSet<&String> = b.deps_at_load.get(p).into_iter().flatten().collect();
             let new: BTreeSet<&String> = b.files.get(p).into_iter().flat_map(|r| &r.deps).collect();
             for d in old.difference(&new) {
-                changes.push(((*d).clone(), p.clone(), false));
+                changes.push((d.as_str(), p.as_str(), false));
             }
             for d in new.difference(&old) {
-                changes.push(((*d).clone(), p.clone(), true));
+                changes.push((d.as_str(), p.as_str(), true));
             }
         }
     }
@@ -262,12 +264,16 @@ fn incremental(files: &Files) -> Vec<Option<Planned<'_>>> {
         let b = files.bucket(i);
         out[i] = Some(Planned {
             files: b.files.iter().collect(),
-            importers: b.importers.clone(),
+            importers: b
+                .importers
+                .iter()
+                .map(|(d, list)| (d.as_str(), list.iter().map(String::as_str).collect()))
+                .collect(),
         });
     }
     for (d, p, added) in changes {
-        let planned = out[bucket_of(&d, n)].as_mut().expect("touched above");
-        let list = planned.importers.entry(d.clone()).or_default();
+        let planned = out[bucket_of(d, n)].as_mut().expect("touched above");
+        let list = planned.importers.entry(d).or_default();
         match (added, list.binary_search(&p)) {
             (true, Err(at)) => list.insert(at, p),
             (false, Ok(at)) => {
@@ -276,51 +282,54 @@ fn incremental(files: &Files) -> Vec<Option<Planned<'_>>> {
             _ => {}
         }
         if list.is_empty() {
-            planned.importers.remove(&d);
+            planned.importers.remove(d);
         }
     }
     out
 }
 
-/// A shard's bytes: one record, then one index entry, per line. A record's
-/// words are redacted (reasons and error details come from peers); paths,
-/// the keys and the index, are data and written as they are. The shard is
-/// serialised whole first; only one that holds something to redact is
-/// written again record by record.
-fn encode_shard(bucket: usize, of: usize, p: &Planned) -> Result<Vec<u8>> {
-    let raw = shard_json(bucket, of, p, false)?;
-    if std::str::from_utf8(&raw).is_ok_and(crate::redact::nothing_to_redact) {
-        return Ok(raw);
+/// A shard's bytes, into `out` (cleared first): one record, then one index
+/// entry, per line. A record's words are redacted (reasons and error
+/// details come from peers); paths, the keys and the index, are data and
+/// written as they are. The shard is serialised whole first; only one that
+/// holds something to redact is written again record by record.
+fn encode_shard(bucket: usize, of: usize, p: &Planned, out: &mut Vec<u8>) -> Result<()> {
+    shard_json(bucket, of, p, false, out)?;
+    if std::str::from_utf8(out).is_ok_and(crate::redact::nothing_to_redact) {
+        return Ok(());
     }
-    shard_json(bucket, of, p, true)
+    shard_json(bucket, of, p, true, out)
 }
 
-fn shard_json(bucket: usize, of: usize, p: &Planned, redacted: bool) -> Result<Vec<u8>> {
-    fn put<T: Serialize + ?Sized>(out: &mut Vec<u8>, v: &T, redacted: bool) -> Result<()> {
-        if redacted {
-            crate::redact::to_writer(&mut *out, v)?;
-        } else {
-            serde_json::to_writer(&mut *out, v)?;
-        }
-        Ok(())
-    }
-    let mut out = Vec::with_capacity(64 + p.files.len() * 320);
+fn shard_json(
+    bucket: usize,
+    of: usize,
+    p: &Planned,
+    redacted: bool,
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    out.clear();
+    out.reserve(64 + p.files.len() * 512);
     out.extend_from_slice(format!("{{\"bucket\":{bucket},\"of\":{of},\"files\":{{").as_bytes());
     for (i, (path, r)) in p.files.iter().enumerate() {
         out.extend_from_slice(if i == 0 { b"\n" } else { b",\n" });
-        serde_json::to_writer(&mut out, path)?;
+        encode::put_str(out, path);
         out.push(b':');
-        put(&mut out, *r, redacted)?;
+        if redacted {
+            crate::redact::to_writer(&mut *out, *r)?;
+        } else {
+            encode::put_record(out, r)?;
+        }
     }
     out.extend_from_slice(b"\n},\"importers\":{");
     for (i, (dep, list)) in p.importers.iter().enumerate() {
         out.extend_from_slice(if i == 0 { b"\n" } else { b",\n" });
-        serde_json::to_writer(&mut out, dep)?;
+        encode::put_str(out, dep);
         out.push(b':');
-        serde_json::to_writer(&mut out, list)?;
+        encode::put_strs(out, list);
     }
     out.extend_from_slice(b"\n}}\n");
-    Ok(out)
+    Ok(())
 }
 
 /// What a save wrote, for the report and the tests.
@@ -372,6 +381,9 @@ pub fn write_shards(path: &Path, state: &State) -> Result<Staged> {
     }
     let mut written = Written::default();
     let mut shards: Vec<Option<Saved>> = Vec::with_capacity(buckets);
+    // One buffer for every shard: a fresh one each time would be mapped
+    // and faulted in again at this size.
+    let mut bytes: Vec<u8> = Vec::new();
     for (i, plan) in planned.into_iter().enumerate() {
         let Some(plan) = plan else {
             shards.push(files.slots[i].saved.clone());
@@ -381,10 +393,10 @@ pub fn write_shards(path: &Path, state: &State) -> Result<Staged> {
             shards.push(None);
             continue;
         }
-        let bytes = encode_shard(i, buckets, &plan)?;
+        encode_shard(i, buckets, &plan, &mut bytes)?;
         let id = hex(&Sha256::digest(&bytes));
         let unchanged = !reshard && files.slots[i].saved.as_ref().map(|s| &s.id) == Some(&id);
-        let summary = summarise(files, i, &plan, unchanged, path)?;
+        let summary = summarise(files, (i, buckets), &plan, unchanged, path)?;
         if !unchanged && write_shard(&dir, &id, &bytes, path)? {
             written.shards += 1;
             written.shard_bytes += bytes.len() as u64;
@@ -409,12 +421,17 @@ pub fn write_shards(path: &Path, state: &State) -> Result<Staged> {
 /// commands that change no record know no rules).
 fn summarise(
     files: &Files,
-    i: usize,
+    (i, of): (usize, usize),
     plan: &Planned,
     unchanged: bool,
     path: &Path,
 ) -> Result<Summary> {
     if let Some(rules) = files.rules() {
+        // A bucket saved under the count it is kept under holds the records
+        // of its slot: its summary is the one the tick already asked for.
+        if files.buckets() == of && files.is_loaded(i) {
+            return Ok(files.summary(i).expect("a loaded bucket with rules"));
+        }
         let records = plan.files.iter().map(|(p, r)| (*p, *r));
         return Ok(Summary::of(records, &files.locks, rules));
     }
