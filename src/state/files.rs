@@ -174,45 +174,75 @@ impl Summary {
         locks: &[String],
         rules: &Rules,
     ) -> Summary {
-        let mut s = Summary::default();
-        let mut dirs: BTreeSet<String> = BTreeSet::new();
+        let mut t = Tally::new(locks, rules);
         for (path, r) in records {
-            s.n += 1;
-            if let Some(w) = r.retry.as_ref().filter(|w| !w.given_up()) {
-                s.retry = Some(s.retry.map_or(w.not_before, |t| t.min(w.not_before)));
-            }
-            if let Some(d) = &r.decision {
-                match (d.outcome, &d.by) {
-                    (Outcome::LlmSkip | Outcome::Evolve, Some(by)) => {
-                        *s.decided_by.entry(by.clone()).or_default() += 1;
-                    }
-                    (Outcome::NeedsReview, _) => s.awaiting += 1,
-                    _ => {}
+            t.add(path, r);
+        }
+        t.finish()
+    }
+}
+
+/// A summary being computed one record at a time (`Summary::of`), so a
+/// walk that visits the records for something else can summarise them on
+/// the way, while they are in the cache.
+pub struct Tally<'a> {
+    s: Summary,
+    dirs: BTreeSet<String>,
+    locks: &'a [String],
+    rules: &'a Rules,
+}
+
+impl<'a> Tally<'a> {
+    pub fn new(locks: &'a [String], rules: &'a Rules) -> Tally<'a> {
+        Tally {
+            s: Summary::default(),
+            dirs: BTreeSet::new(),
+            locks,
+            rules,
+        }
+    }
+
+    pub fn add(&mut self, path: &str, r: &FileRecord) {
+        let (s, rules, locks) = (&mut self.s, self.rules, self.locks);
+        s.n += 1;
+        if let Some(w) = r.retry.as_ref().filter(|w| !w.given_up()) {
+            s.retry = Some(s.retry.map_or(w.not_before, |t| t.min(w.not_before)));
+        }
+        if let Some(d) = &r.decision {
+            match (d.outcome, &d.by) {
+                (Outcome::LlmSkip | Outcome::Evolve, Some(by)) => {
+                    *s.decided_by.entry(by.clone()).or_default() += 1;
                 }
-            }
-            if let Some(at) = (rules.review_due)(r, path, locks) {
-                let better = s
-                    .review
-                    .as_ref()
-                    .is_none_or(|n| (at, path.as_str()) < (n.at, n.path.as_str()));
-                if better {
-                    s.review = Some(NextReview {
-                        at,
-                        path: path.clone(),
-                    });
-                }
-            }
-            s.stuck += u64::from(r.stuck);
-            let unknown = deps_unknown(r);
-            s.unknown_deps += u64::from(unknown);
-            let locked = (rules.locked)(path, locks);
-            s.triggers += u64::from(!locked && (unknown || r.rollback_streak > 0));
-            if unknown {
-                dirs.extend((rules.import_dirs)(path, r));
+                (Outcome::NeedsReview, _) => s.awaiting += 1,
+                _ => {}
             }
         }
+        if let Some(at) = (rules.review_due)(r, path, locks) {
+            let better = s
+                .review
+                .as_ref()
+                .is_none_or(|n| (at, path) < (n.at, n.path.as_str()));
+            if better {
+                s.review = Some(NextReview {
+                    at,
+                    path: path.to_string(),
+                });
+            }
+        }
+        s.stuck += u64::from(r.stuck);
+        let unknown = deps_unknown(r);
+        s.unknown_deps += u64::from(unknown);
+        let locked = (rules.locked)(path, locks);
+        s.triggers += u64::from(!locked && (unknown || r.rollback_streak > 0));
+        if unknown {
+            self.dirs.extend((rules.import_dirs)(path, r));
+        }
+    }
+
+    pub fn finish(self) -> Summary {
+        let mut s = self.s;
         if s.unknown_deps > 0 {
-            s.unknown_dirs = DirFilter::of(dirs.iter()).to_hex();
+            s.unknown_dirs = DirFilter::of(self.dirs.iter()).to_hex();
         }
         s
     }

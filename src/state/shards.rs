@@ -8,6 +8,7 @@
 //! new manifest is durable are the shards it no longer names removed. A
 //! crash at any instant leaves the old manifest with every shard it names.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io::ErrorKind;
@@ -19,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::encode;
-use super::files::{Bucket, Files, Saved, Slot, Summary, bucket_of};
+use super::files::{Bucket, Files, Saved, Slot, Summary, Tally, bucket_of};
 use super::limits;
 use super::safe_fs;
 use super::schema::{FileRecord, State};
@@ -203,38 +204,74 @@ fn hex(bytes: &[u8]) -> String {
 
 /// A bucket as it will be saved: its records and its index, borrowed (in
 /// path order: a first run would otherwise copy every record and path once
-/// more).
+/// more); for a rebuilt one, its records already encoded and summarised.
 struct Planned<'a> {
     files: Vec<(&'a String, &'a FileRecord)>,
-    importers: BTreeMap<&'a str, Vec<&'a str>>,
+    /// Borrowed from the records, or (rebuilt) copied while they were in
+    /// the cache.
+    importers: BTreeMap<Cow<'a, str>, Vec<Cow<'a, str>>>,
+    /// The shard's bytes up to the end of its records (`shard_start`,
+    /// `put_entry`), not yet checked for redaction.
+    encoded: Option<Vec<u8>>,
+    tally: Option<Tally<'a>>,
 }
 
-/// Every bucket rebuilt from all the records, under `buckets` buckets.
-fn rebuild(files: &Files, buckets: usize) -> Vec<Option<Planned<'_>>> {
+impl<'a> Planned<'a> {
+    fn new(
+        files: Vec<(&'a String, &'a FileRecord)>,
+        importers: BTreeMap<Cow<'a, str>, Vec<Cow<'a, str>>>,
+    ) -> Self {
+        Planned {
+            files,
+            importers,
+            encoded: None,
+            tally: None,
+        }
+    }
+}
+
+/// Every bucket rebuilt from all the records, under `buckets` buckets. The
+/// records are visited once, in path order, which is about the order they
+/// were built in memory: each is encoded into its shard and added to its
+/// summary then, rather than visited again shard by shard, in the order of
+/// the hash, with a cache miss at every field.
+fn rebuild(files: &Files, buckets: usize) -> Result<Vec<Option<Planned<'_>>>> {
+    // Room for about 1 KiB a record: what is not written is never touched.
+    let room = 64 + 1024 * files.len().div_ceil(buckets);
     let mut out: Vec<Planned> = (0..buckets)
-        .map(|_| Planned {
-            files: Vec::new(),
-            importers: BTreeMap::new(),
+        .map(|i| {
+            let mut bytes = Vec::with_capacity(room);
+            shard_start(i, buckets, &mut bytes);
+            Planned {
+                encoded: Some(bytes),
+                tally: files.rules().map(|rules| Tally::new(&files.locks, rules)),
+                ..Planned::new(Vec::new(), BTreeMap::new())
+            }
         })
         .collect();
     for (path, r) in files.iter() {
         for d in &r.deps {
-            out[bucket_of(d, buckets)]
-                .importers
-                .entry(d.as_str())
-                .or_default()
-                .push(path.as_str());
+            // Copied, keys too: the index is written after every record,
+            // and compared while it is built, when the records are cold.
+            let index = &mut out[bucket_of(d, buckets)].importers;
+            if !index.contains_key(d.as_str()) {
+                index.insert(Cow::Owned(d.clone()), Vec::new());
+            }
+            let list = index.get_mut(d.as_str()).expect("inserted above");
+            // In path order: a record naming a dependency twice is the last.
+            if list.last().is_none_or(|l| l != path) {
+                list.push(Cow::Owned(path.clone()));
+            }
         }
-        out[bucket_of(path, buckets)].files.push((path, r));
-    }
-    // Pushed in path order: a path twice in a list is next to itself.
-    for p in &mut out {
-        for list in p.importers.values_mut() {
-            list.sort_unstable();
-            list.dedup();
+        let p = &mut out[bucket_of(path, buckets)];
+        let bytes = p.encoded.as_mut().expect("made above");
+        put_entry(bytes, p.files.is_empty(), path, r, false)?;
+        if let Some(t) = &mut p.tally {
+            t.add(path, r);
         }
+        p.files.push((path, r));
     }
-    out.into_iter().map(Some).collect()
+    Ok(out.into_iter().map(Some).collect())
 }
 
 /// Only the loaded buckets, and those whose part of the index changes with
@@ -262,20 +299,22 @@ fn incremental(files: &Files) -> Vec<Option<Planned<'_>>> {
     let mut out: Vec<Option<Planned>> = (0..n).map(|_| None).collect();
     for i in touched {
         let b = files.bucket(i);
-        out[i] = Some(Planned {
-            files: b.files.iter().collect(),
-            importers: b
-                .importers
+        out[i] = Some(Planned::new(
+            b.files.iter().collect(),
+            b.importers
                 .iter()
-                .map(|(d, list)| (d.as_str(), list.iter().map(String::as_str).collect()))
+                .map(|(d, list)| {
+                    let list = list.iter().map(|p| Cow::Borrowed(p.as_str())).collect();
+                    (Cow::Borrowed(d.as_str()), list)
+                })
                 .collect(),
-        });
+        ));
     }
     for (d, p, added) in changes {
         let planned = out[bucket_of(d, n)].as_mut().expect("touched above");
-        let list = planned.importers.entry(d).or_default();
-        match (added, list.binary_search(&p)) {
-            (true, Err(at)) => list.insert(at, p),
+        let list = planned.importers.entry(Cow::Borrowed(d)).or_default();
+        match (added, list.binary_search_by(|x| x.as_ref().cmp(p))) {
+            (true, Err(at)) => list.insert(at, Cow::Borrowed(p)),
             (false, Ok(at)) => {
                 list.remove(at);
             }
@@ -288,17 +327,57 @@ fn incremental(files: &Files) -> Vec<Option<Planned<'_>>> {
     out
 }
 
-/// A shard's bytes, into `out` (cleared first): one record, then one index
-/// entry, per line. A record's words are redacted (reasons and error
-/// details come from peers); paths, the keys and the index, are data and
-/// written as they are. The shard is serialised whole first; only one that
-/// holds something to redact is written again record by record.
-fn encode_shard(bucket: usize, of: usize, p: &Planned, out: &mut Vec<u8>) -> Result<()> {
-    shard_json(bucket, of, p, false, out)?;
+/// A shard's bytes, into `out`: one record, then one index entry, per
+/// line. A record's words are redacted (reasons and error details come from
+/// peers); paths, the keys and the index, are data and written as they are.
+/// The shard is serialised whole first (or was, up to its index, by
+/// `rebuild`); only one that holds something to redact is written again
+/// record by record.
+fn encode_shard(bucket: usize, of: usize, p: &mut Planned, out: &mut Vec<u8>) -> Result<()> {
+    match p.encoded.take() {
+        Some(records) => {
+            *out = records;
+            shard_end(p, out);
+        }
+        None => shard_json(bucket, of, p, false, out)?,
+    }
     if std::str::from_utf8(out).is_ok_and(crate::redact::nothing_to_redact) {
         return Ok(());
     }
     shard_json(bucket, of, p, true, out)
+}
+
+fn shard_start(bucket: usize, of: usize, out: &mut Vec<u8>) {
+    out.extend_from_slice(format!("{{\"bucket\":{bucket},\"of\":{of},\"files\":{{").as_bytes());
+}
+
+fn put_entry(
+    out: &mut Vec<u8>,
+    first: bool,
+    path: &str,
+    r: &FileRecord,
+    redacted: bool,
+) -> Result<()> {
+    out.extend_from_slice(if first { b"\n" } else { b",\n" });
+    encode::put_str(out, path);
+    out.push(b':');
+    if redacted {
+        crate::redact::to_writer(&mut *out, r)?;
+    } else {
+        encode::put_record(out, r)?;
+    }
+    Ok(())
+}
+
+fn shard_end(p: &Planned, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"\n},\"importers\":{");
+    for (i, (dep, list)) in p.importers.iter().enumerate() {
+        out.extend_from_slice(if i == 0 { b"\n" } else { b",\n" });
+        encode::put_str(out, dep);
+        out.push(b':');
+        encode::put_strs(out, list);
+    }
+    out.extend_from_slice(b"\n}}\n");
 }
 
 fn shard_json(
@@ -310,25 +389,11 @@ fn shard_json(
 ) -> Result<()> {
     out.clear();
     out.reserve(64 + p.files.len() * 512);
-    out.extend_from_slice(format!("{{\"bucket\":{bucket},\"of\":{of},\"files\":{{").as_bytes());
+    shard_start(bucket, of, out);
     for (i, (path, r)) in p.files.iter().enumerate() {
-        out.extend_from_slice(if i == 0 { b"\n" } else { b",\n" });
-        encode::put_str(out, path);
-        out.push(b':');
-        if redacted {
-            crate::redact::to_writer(&mut *out, *r)?;
-        } else {
-            encode::put_record(out, r)?;
-        }
+        put_entry(out, i == 0, path, r, redacted)?;
     }
-    out.extend_from_slice(b"\n},\"importers\":{");
-    for (i, (dep, list)) in p.importers.iter().enumerate() {
-        out.extend_from_slice(if i == 0 { b"\n" } else { b",\n" });
-        encode::put_str(out, dep);
-        out.push(b':');
-        encode::put_strs(out, list);
-    }
-    out.extend_from_slice(b"\n}}\n");
+    shard_end(p, out);
     Ok(())
 }
 
@@ -372,7 +437,7 @@ pub fn write_shards(path: &Path, state: &State) -> Result<Staged> {
         files.buckets()
     };
     let planned = if reshard {
-        rebuild(files, buckets)
+        rebuild(files, buckets)?
     } else {
         incremental(files)
     };
@@ -385,7 +450,7 @@ pub fn write_shards(path: &Path, state: &State) -> Result<Staged> {
     // and faulted in again at this size.
     let mut bytes: Vec<u8> = Vec::new();
     for (i, plan) in planned.into_iter().enumerate() {
-        let Some(plan) = plan else {
+        let Some(mut plan) = plan else {
             shards.push(files.slots[i].saved.clone());
             continue;
         };
@@ -393,10 +458,10 @@ pub fn write_shards(path: &Path, state: &State) -> Result<Staged> {
             shards.push(None);
             continue;
         }
-        encode_shard(i, buckets, &plan, &mut bytes)?;
+        encode_shard(i, buckets, &mut plan, &mut bytes)?;
         let id = hex(&Sha256::digest(&bytes));
         let unchanged = !reshard && files.slots[i].saved.as_ref().map(|s| &s.id) == Some(&id);
-        let summary = summarise(files, (i, buckets), &plan, unchanged, path)?;
+        let summary = summarise(files, (i, buckets), plan, unchanged, path)?;
         if !unchanged && write_shard(&dir, &id, &bytes, path)? {
             written.shards += 1;
             written.shard_bytes += bytes.len() as u64;
@@ -422,10 +487,13 @@ pub fn write_shards(path: &Path, state: &State) -> Result<Staged> {
 fn summarise(
     files: &Files,
     (i, of): (usize, usize),
-    plan: &Planned,
+    plan: Planned,
     unchanged: bool,
     path: &Path,
 ) -> Result<Summary> {
+    if let Some(t) = plan.tally {
+        return Ok(t.finish());
+    }
     if let Some(rules) = files.rules() {
         // A bucket saved under the count it is kept under holds the records
         // of its slot: its summary is the one the tick already asked for.
@@ -579,6 +647,36 @@ mod tests {
 
     fn on_disk(path: &Path) -> BTreeSet<PathBuf> {
         shard_files(path).into_iter().collect()
+    }
+
+    #[test]
+    fn a_shard_encoded_in_the_walk_in_path_order_is_the_shard_encoded_bucket_by_bucket() {
+        let mut files = Files::default();
+        files.set_rules(NO_RULES);
+        for i in 0..300 {
+            // Duplicate and shared dependencies, and one into another bucket.
+            let deps = [
+                format!("f{}.js", i % 7),
+                format!("f{}.js", i % 7),
+                "f0.js".into(),
+            ];
+            let deps: Vec<&str> = deps.iter().map(String::as_str).collect();
+            let mut r = record(&format!("b{i}"), &deps);
+            r.fingerprint = (i % 3 == 0).then(|| format!("fp{i}|deps:unknown"));
+            files.insert(format!("f{i}.js"), r);
+        }
+        for (i, plan) in rebuild(&files, 4).unwrap().into_iter().enumerate() {
+            let mut plan = plan.unwrap();
+            let (mut walked, mut direct) = (Vec::new(), Vec::new());
+            shard_json(i, 4, &plan, false, &mut direct).unwrap();
+            encode_shard(i, 4, &mut plan, &mut walked).unwrap();
+            assert!(walked == direct, "bucket {i} differs");
+            for list in plan.importers.values() {
+                assert!(list.windows(2).all(|w| w[0] < w[1]), "{list:?}");
+            }
+            let expected = Summary::of(plan.files.iter().copied(), &[], &NO_RULES);
+            assert_eq!(plan.tally.take().unwrap().finish(), expected);
+        }
     }
 
     #[test]
