@@ -768,13 +768,17 @@ pub(super) fn is_regular_file(mode: &str) -> bool {
 
 /// Records of `ls-tree -r -z`: `<mode> SP <type> SP <object> TAB <name> NUL`.
 fn parse_ls_tree(stdout: &[u8]) -> Result<Vec<Entry>, String> {
-    let mut entries = Vec::new();
+    // About 70 bytes a record (mode, type, 40-digit id, a short path).
+    let mut entries = Vec::with_capacity(stdout.len() / 64);
     for record in stdout.split(|&b| b == 0).filter(|r| !r.is_empty()) {
         let bad = || format!("unexpected record `{}`", String::from_utf8_lossy(record));
         let tab = record.iter().position(|&b| b == b'\t').ok_or_else(bad)?;
         let (meta, name) = (&record[..tab], &record[tab + 1..]);
         let meta = std::str::from_utf8(meta).map_err(|_| bad())?;
-        let [mode, kind, object] = meta.split(' ').collect::<Vec<_>>()[..] else {
+        let mut words = meta.split(' ');
+        let (Some(mode), Some(kind), Some(object), None) =
+            (words.next(), words.next(), words.next(), words.next())
+        else {
             return Err(bad());
         };
         if kind != "blob" || !is_regular_file(mode) {

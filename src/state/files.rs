@@ -408,16 +408,11 @@ impl Files {
         old
     }
 
-    /// Add records for paths not in the tree, given in path order, each
-    /// once (a first run's listing): built in one pass when the tree is
-    /// kept in one bucket, inserted one by one otherwise.
+    /// Add records for paths not in the tree, in path order (a first run's
+    /// listing). One by one: a map built from them all at once would hold
+    /// every record three times over on the way (collected, sorted, moved
+    /// into the tree), where in order each insert goes to the right edge.
     pub fn extend_new(&mut self, records: impl Iterator<Item = (String, FileRecord)>) {
-        if self.slots.len() == 1 && self.len == 0 {
-            let b = self.bucket_mut(0);
-            b.files = records.collect();
-            self.len = b.files.len();
-            return;
-        }
         for (path, r) in records {
             self.insert(path, r);
         }
