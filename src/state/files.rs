@@ -203,6 +203,22 @@ impl<'a> Tally<'a> {
     }
 
     pub fn add(&mut self, path: &str, r: &FileRecord) {
+        self.add_figures(path, r);
+        let (s, rules, locks) = (&mut self.s, self.rules, self.locks);
+        s.stuck += u64::from(r.stuck);
+        let unknown = deps_unknown(r);
+        s.unknown_deps += u64::from(unknown);
+        let locked = (rules.locked)(path, locks);
+        s.triggers += u64::from(!locked && (unknown || r.rollback_streak > 0));
+        if unknown {
+            self.dirs.extend((rules.import_dirs)(path, r));
+        }
+    }
+
+    /// The parts of the summary the header adds up (`Figures`): they read
+    /// only the record itself, none of the strings it points to (but the
+    /// advisor's name of a model decision).
+    fn add_figures(&mut self, path: &str, r: &FileRecord) {
         let (s, rules, locks) = (&mut self.s, self.rules, self.locks);
         s.n += 1;
         if let Some(w) = r.retry.as_ref().filter(|w| !w.given_up()) {
@@ -229,14 +245,6 @@ impl<'a> Tally<'a> {
                 });
             }
         }
-        s.stuck += u64::from(r.stuck);
-        let unknown = deps_unknown(r);
-        s.unknown_deps += u64::from(unknown);
-        let locked = (rules.locked)(path, locks);
-        s.triggers += u64::from(!locked && (unknown || r.rollback_streak > 0));
-        if unknown {
-            self.dirs.extend((rules.import_dirs)(path, r));
-        }
     }
 
     pub fn finish(self) -> Summary {
@@ -245,6 +253,38 @@ impl<'a> Tally<'a> {
             s.unknown_dirs = DirFilter::of(self.dirs.iter()).to_hex();
         }
         s
+    }
+}
+
+/// What the header adds up from the summaries of every bucket: the model's
+/// decisions per advisor, the hand-overs, the earliest retry and review.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Figures {
+    pub decided_by: BTreeMap<String, u64>,
+    pub awaiting: u64,
+    pub retry: Option<DateTime<Utc>>,
+    pub review: Option<NextReview>,
+}
+
+impl Figures {
+    fn add(&mut self, s: Summary) {
+        for (by, n) in s.decided_by {
+            *self.decided_by.entry(by).or_default() += n;
+        }
+        self.awaiting += s.awaiting;
+        self.retry = match (self.retry, s.retry) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if let Some(r) = s.review {
+            let better = self
+                .review
+                .as_ref()
+                .is_none_or(|n| (r.at, &r.path) < (n.at, &n.path));
+            if better {
+                self.review = Some(r);
+            }
+        }
     }
 }
 
@@ -532,6 +572,26 @@ impl Files {
         }
     }
 
+    /// The header's figures of the whole tree (`Figures`). From the
+    /// buckets' summaries, which the save reuses; but a tree the save will
+    /// re-bucket (a first run's, kept in memory in one bucket) has its
+    /// summaries computed there, for the new buckets, so here the figures
+    /// come from a walk that reads no more of a record than they need.
+    pub fn figures(&self) -> Figures {
+        let mut f = Figures::default();
+        match &self.rules {
+            Some(s) if self.loader.is_none() && self.slots.len() == 1 && self.is_loaded(0) => {
+                let mut t = Tally::new(&self.locks, &s.rules);
+                for (path, r) in &self.bucket(0).files {
+                    t.add_figures(path, r);
+                }
+                f.add(t.s);
+            }
+            _ => self.summaries().for_each(|s| f.add(s)),
+        }
+        f
+    }
+
     /// The rules the summaries are computed by from now on.
     pub fn set_rules(&mut self, rules: Rules) {
         self.rules = Some(Summarizer {
@@ -664,6 +724,53 @@ mod tests {
                 "{broken:?}"
             );
         }
+    }
+
+    #[test]
+    fn the_header_figures_of_a_tree_in_one_bucket_are_what_its_saved_buckets_add_up_to() {
+        use crate::state::records::retry::{Retry, Wait};
+        use crate::state::{Decision, Outcome};
+        let rules = Rules {
+            locked: |_, _| false,
+            review_due: |r, _, _| r.changed_ts,
+            import_dirs: |_, _| BTreeSet::new(),
+        };
+        let ts = |ms: i64| DateTime::from_timestamp_millis(ms).unwrap();
+        let record = |i: i64| FileRecord {
+            decision: Some(Decision {
+                outcome: [Outcome::LlmSkip, Outcome::NeedsReview, Outcome::LocalSkip]
+                    [i as usize % 3],
+                reason: String::new(),
+                ts: ts(0),
+                by: Some(format!("m{}", i % 2)),
+            }),
+            retry: (i % 5 == 0).then(|| Retry {
+                fingerprint: String::new(),
+                failures: 1,
+                not_before: ts(500 + (i * 37) % 101),
+                wait: Wait::Backoff,
+                at_once: false,
+            }),
+            changed_ts: Some(ts(1000 - (i * 13) % 41)),
+            ..FileRecord::default()
+        };
+        let mut one = Files::default();
+        let mut many = Files::from(BTreeMap::new());
+        many.slots = vec![Slot::default(); 8];
+        for i in 0..8 {
+            let _ = many.slots[i].cell.set(Bucket::default());
+        }
+        for f in [&mut one, &mut many] {
+            f.set_rules(rules);
+            for i in 0..60 {
+                f.insert(format!("f{i}.js"), record(i));
+            }
+        }
+        let figures = one.figures();
+        assert_eq!(figures, many.figures());
+        assert_eq!(figures.awaiting, 20);
+        assert_eq!(figures.decided_by.values().sum::<u64>(), 20);
+        assert!(figures.retry.is_some() && figures.review.is_some());
     }
 
     #[test]
