@@ -254,13 +254,16 @@ fn rebuild(files: &Files, buckets: usize) -> Result<Vec<Option<Planned<'_>>>> {
             // Copied, keys too: the index is written after every record,
             // and compared while it is built, when the records are cold.
             let index = &mut out[bucket_of(d, buckets)].importers;
-            if !index.contains_key(d.as_str()) {
-                index.insert(Cow::Owned(d.clone()), Vec::new());
-            }
-            let list = index.get_mut(d.as_str()).expect("inserted above");
-            // In path order: a record naming a dependency twice is the last.
-            if list.last().is_none_or(|l| l != path) {
-                list.push(Cow::Owned(path.clone()));
+            match index.get_mut(d.as_str()) {
+                // In path order: a record naming a dependency twice is the last.
+                Some(list) => {
+                    if list.last().is_none_or(|l| l != path) {
+                        list.push(Cow::Owned(path.clone()));
+                    }
+                }
+                None => {
+                    index.insert(Cow::Owned(d.clone()), vec![Cow::Owned(path.clone())]);
+                }
             }
         }
         let p = &mut out[bucket_of(path, buckets)];
@@ -333,13 +336,18 @@ fn incremental(files: &Files) -> Vec<Option<Planned<'_>>> {
 /// The shard is serialised whole first (or was, up to its index, by
 /// `rebuild`); only one that holds something to redact is written again
 /// record by record.
-fn encode_shard(bucket: usize, of: usize, p: &mut Planned, out: &mut Vec<u8>) -> Result<()> {
-    match p.encoded.take() {
-        Some(records) => {
-            *out = records;
-            shard_end(p, out);
-        }
-        None => shard_json(bucket, of, p, false, out)?,
+/// `prepared`: `out` holds the bytes `rebuild` encoded, up to the index.
+fn encode_shard(
+    bucket: usize,
+    of: usize,
+    p: &Planned,
+    out: &mut Vec<u8>,
+    prepared: bool,
+) -> Result<()> {
+    if prepared {
+        shard_end(p, out);
+    } else {
+        shard_json(bucket, of, p, false, out)?;
     }
     if std::str::from_utf8(out).is_ok_and(crate::redact::nothing_to_redact) {
         return Ok(());
@@ -449,6 +457,10 @@ pub fn write_shards(path: &Path, state: &State) -> Result<Staged> {
     // One buffer for every shard: a fresh one each time would be mapped
     // and faulted in again at this size.
     let mut bytes: Vec<u8> = Vec::new();
+    // The buffers `rebuild` filled are freed together at the end: freeing
+    // one of this size makes the allocator consolidate every small block
+    // freed since the last one, the index's copies and the summaries'.
+    let mut spent: Vec<Vec<u8>> = Vec::new();
     for (i, plan) in planned.into_iter().enumerate() {
         let Some(mut plan) = plan else {
             shards.push(files.slots[i].saved.clone());
@@ -458,7 +470,14 @@ pub fn write_shards(path: &Path, state: &State) -> Result<Staged> {
             shards.push(None);
             continue;
         }
-        encode_shard(i, buckets, &mut plan, &mut bytes)?;
+        let prepared = match plan.encoded.take() {
+            Some(records) => {
+                spent.push(std::mem::replace(&mut bytes, records));
+                true
+            }
+            None => false,
+        };
+        encode_shard(i, buckets, &plan, &mut bytes, prepared)?;
         let id = hex(&Sha256::digest(&bytes));
         let unchanged = !reshard && files.slots[i].saved.as_ref().map(|s| &s.id) == Some(&id);
         let summary = summarise(files, (i, buckets), plan, unchanged, path)?;
@@ -667,9 +686,10 @@ mod tests {
         }
         for (i, plan) in rebuild(&files, 4).unwrap().into_iter().enumerate() {
             let mut plan = plan.unwrap();
-            let (mut walked, mut direct) = (Vec::new(), Vec::new());
+            let mut direct = Vec::new();
             shard_json(i, 4, &plan, false, &mut direct).unwrap();
-            encode_shard(i, 4, &mut plan, &mut walked).unwrap();
+            let mut walked = plan.encoded.take().unwrap();
+            encode_shard(i, 4, &plan, &mut walked, true).unwrap();
             assert!(walked == direct, "bucket {i} differs");
             for list in plan.importers.values() {
                 assert!(list.windows(2).all(|w| w[0] < w[1]), "{list:?}");
