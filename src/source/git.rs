@@ -359,7 +359,11 @@ impl Source for GitSource {
         let stdout = self.run("ls-tree", &args)?;
         let mut entries =
             parse_ls_tree(&stdout).map_err(|reason| self.failure("ls-tree", &reason))?;
-        entries.sort_by(|a, b| a.path.cmp(&b.path));
+        // Git lists a tree in path order already; the sort (and its scratch
+        // buffer of half the listing) is for what it would not.
+        if !entries.is_sorted_by(|a, b| a.path <= b.path) {
+            entries.sort_by(|a, b| a.path.cmp(&b.path));
+        }
         Ok(entries)
     }
 
