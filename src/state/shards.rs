@@ -230,26 +230,26 @@ impl<'a> Planned<'a> {
     }
 }
 
-/// Every bucket rebuilt from all the records, under `buckets` buckets. The
-/// records are visited once, in path order, which is about the order they
-/// were built in memory: each is encoded into its shard and added to its
-/// summary then, rather than visited again shard by shard, in the order of
-/// the hash, with a cache miss at every field.
-fn rebuild(files: &Files, buckets: usize) -> Result<Vec<Option<Planned<'_>>>> {
-    // Room for about 1 KiB a record: what is not written is never touched.
-    let room = 64 + 1024 * files.len().div_ceil(buckets);
+/// Buckets encoded per walk over the records (`encode_group`): the
+/// encoded shards of one group are held at a time, not all of them.
+const GROUP: usize = 256;
+
+/// The records of a rebuild in path order, which is about the order they
+/// were built in memory, with the bucket of each.
+struct Walk<'a> {
+    records: Vec<(&'a String, &'a FileRecord)>,
+    bucket: Vec<u32>,
+}
+
+/// Every bucket rebuilt from all the records, under `buckets` buckets, its
+/// index copied while the records are visited (in path order).
+fn rebuild(files: &Files, buckets: usize) -> (Vec<Option<Planned<'_>>>, Walk<'_>) {
     let mut out: Vec<Planned> = (0..buckets)
-        .map(|i| {
-            let mut bytes = Vec::with_capacity(room);
-            shard_start(i, buckets, &mut bytes);
-            Planned {
-                encoded: Some(bytes),
-                tally: files.rules().map(|rules| Tally::new(&files.locks, rules)),
-                ..Planned::new(Vec::new(), BTreeMap::new())
-            }
-        })
+        .map(|_| Planned::new(Vec::new(), BTreeMap::new()))
         .collect();
-    for (path, r) in files.iter() {
+    let records: Vec<(&String, &FileRecord)> = files.iter().collect();
+    let mut bucket = Vec::with_capacity(records.len());
+    for &(path, r) in &records {
         for d in &r.deps {
             // Copied, keys too: the index is written after every record,
             // and compared while it is built, when the records are cold.
@@ -266,15 +266,54 @@ fn rebuild(files: &Files, buckets: usize) -> Result<Vec<Option<Planned<'_>>>> {
                 }
             }
         }
-        let p = &mut out[bucket_of(path, buckets)];
+        let b = bucket_of(path, buckets);
+        out[b].files.push((path, r));
+        bucket.push(b as u32);
+    }
+    (
+        out.into_iter().map(Some).collect(),
+        Walk { records, bucket },
+    )
+}
+
+/// Encode and summarise the records of the buckets in `group` in one walk
+/// in path order: bucket by bucket, in the order of the path hash, the
+/// walk would visit the records in no order they have in memory, with a
+/// cache miss at every field.
+fn encode_group<'a>(
+    files: &'a Files,
+    walk: &Walk<'a>,
+    group: std::ops::Range<usize>,
+    planned: &mut [Option<Planned<'a>>],
+) -> Result<()> {
+    let of = planned.len();
+    // Room for about 1 KiB a record: what is not written is never touched.
+    let room = 64 + 1024 * files.len().div_ceil(of);
+    for b in group.clone() {
+        if let Some(p) = planned[b].as_mut() {
+            let mut bytes = Vec::with_capacity(room);
+            shard_start(b, of, &mut bytes);
+            p.encoded = Some(bytes);
+            p.tally = files.rules().map(|rules| Tally::new(&files.locks, rules));
+        }
+    }
+    let mut started = vec![false; group.len()];
+    for (&(path, r), &b) in walk.records.iter().zip(&walk.bucket) {
+        let b = b as usize;
+        if !group.contains(&b) {
+            continue;
+        }
+        let Some(p) = planned[b].as_mut() else {
+            continue;
+        };
+        let first = !std::mem::replace(&mut started[b - group.start], true);
         let bytes = p.encoded.as_mut().expect("made above");
-        put_entry(bytes, p.files.is_empty(), path, r, false)?;
+        put_entry(bytes, first, path, r, false)?;
         if let Some(t) = &mut p.tally {
             t.add(path, r);
         }
-        p.files.push((path, r));
     }
-    Ok(out.into_iter().map(Some).collect())
+    Ok(())
 }
 
 /// Only the loaded buckets, and those whose part of the index changes with
@@ -334,9 +373,9 @@ fn incremental(files: &Files) -> Vec<Option<Planned<'_>>> {
 /// line. A record's words are redacted (reasons and error details come from
 /// peers); paths, the keys and the index, are data and written as they are.
 /// The shard is serialised whole first (or was, up to its index, by
-/// `rebuild`); only one that holds something to redact is written again
+/// `encode_group`); only one that holds something to redact is written again
 /// record by record.
-/// `prepared`: `out` holds the bytes `rebuild` encoded, up to the index.
+/// `prepared`: `out` holds the bytes `encode_group` encoded, up to the index.
 fn encode_shard(
     bucket: usize,
     of: usize,
@@ -444,10 +483,11 @@ pub fn write_shards(path: &Path, state: &State) -> Result<Staged> {
     } else {
         files.buckets()
     };
-    let planned = if reshard {
-        rebuild(files, buckets)?
+    let (mut planned, walk) = if reshard {
+        let (planned, walk) = rebuild(files, buckets);
+        (planned, Some(walk))
     } else {
-        incremental(files)
+        (incremental(files), None)
     };
     if let Some(e) = files.error() {
         bail!("{e} (the state was not saved; the previous state was kept)");
@@ -457,12 +497,17 @@ pub fn write_shards(path: &Path, state: &State) -> Result<Staged> {
     // One buffer for every shard: a fresh one each time would be mapped
     // and faulted in again at this size.
     let mut bytes: Vec<u8> = Vec::new();
-    // The buffers `rebuild` filled are freed together at the end: freeing
-    // one of this size makes the allocator consolidate every small block
-    // freed since the last one, the index's copies and the summaries'.
+    // The buffers `encode_group` filled are freed a group at a time:
+    // freeing one of this size makes the allocator consolidate every small
+    // block freed since the one before, the index's copies and the
+    // summaries'.
     let mut spent: Vec<Vec<u8>> = Vec::new();
-    for (i, plan) in planned.into_iter().enumerate() {
-        let Some(mut plan) = plan else {
+    for i in 0..planned.len() {
+        if let Some(walk) = walk.as_ref().filter(|_| i % GROUP == 0) {
+            spent.clear();
+            encode_group(files, walk, i..(i + GROUP).min(buckets), &mut planned)?;
+        }
+        let Some(mut plan) = planned[i].take() else {
             shards.push(files.slots[i].saved.clone());
             continue;
         };
@@ -684,7 +729,9 @@ mod tests {
             r.fingerprint = (i % 3 == 0).then(|| format!("fp{i}|deps:unknown"));
             files.insert(format!("f{i}.js"), r);
         }
-        for (i, plan) in rebuild(&files, 4).unwrap().into_iter().enumerate() {
+        let (mut planned, walk) = rebuild(&files, 4);
+        encode_group(&files, &walk, 0..4, &mut planned).unwrap();
+        for (i, plan) in planned.into_iter().enumerate() {
             let mut plan = plan.unwrap();
             let mut direct = Vec::new();
             shard_json(i, 4, &plan, false, &mut direct).unwrap();
