@@ -394,7 +394,11 @@ impl Source for GitSource {
         let stdout = self.run("ls-tree", &args)?;
         let mut entries =
             parse_ls_tree(&stdout).map_err(|reason| self.failure("ls-tree", &reason))?;
-        entries.sort_by(|a, b| a.path.cmp(&b.path));
+        // Git lists a tree in path order already; the sort (and its scratch
+        // buffer of half the listing) is for what it would not.
+        if !entries.is_sorted_by(|a, b| a.path <= b.path) {
+            entries.sort_by(|a, b| a.path.cmp(&b.path));
+        }
         Ok(entries)
     }
 
@@ -847,13 +851,17 @@ pub(super) fn is_regular_file(mode: &str) -> bool {
 
 /// Records of `ls-tree -r -z`: `<mode> SP <type> SP <object> TAB <name> NUL`.
 fn parse_ls_tree(stdout: &[u8]) -> Result<Vec<Entry>, String> {
-    let mut entries = Vec::new();
+    // About 70 bytes a record (mode, type, 40-digit id, a short path).
+    let mut entries = Vec::with_capacity(stdout.len() / 64);
     for record in stdout.split(|&b| b == 0).filter(|r| !r.is_empty()) {
         let bad = || format!("unexpected record `{}`", String::from_utf8_lossy(record));
         let tab = record.iter().position(|&b| b == b'\t').ok_or_else(bad)?;
         let (meta, name) = (&record[..tab], &record[tab + 1..]);
         let meta = std::str::from_utf8(meta).map_err(|_| bad())?;
-        let [mode, kind, object] = meta.split(' ').collect::<Vec<_>>()[..] else {
+        let mut words = meta.split(' ');
+        let (Some(mode), Some(kind), Some(object), None) =
+            (words.next(), words.next(), words.next(), words.next())
+        else {
             return Err(bad());
         };
         if kind != "blob" || !is_regular_file(mode) {

@@ -137,6 +137,29 @@ pub struct Rules {
     pub import_dirs: fn(&str, &FileRecord) -> BTreeSet<String>,
 }
 
+/// The rules, and the summaries of the loaded buckets computed by them: the
+/// header's figures and the save ask for each bucket's summary several
+/// times, and a summary costs a pass over the bucket's records. A bucket's
+/// entry is dropped whenever its records can change (`Files::bucket_mut`,
+/// the `_mut` walks) and all of them when the locks do.
+#[derive(Clone)]
+pub struct Summarizer {
+    rules: Rules,
+    cache: std::cell::RefCell<Vec<Option<Summary>>>,
+}
+
+impl Summarizer {
+    fn forget(&mut self, i: usize) {
+        if let Some(s) = self.cache.get_mut().get_mut(i) {
+            *s = None;
+        }
+    }
+
+    fn forget_all(&mut self) {
+        self.cache.get_mut().clear();
+    }
+}
+
 /// Whether a fingerprint says the file's imports did not all resolve.
 pub fn deps_unknown(r: &FileRecord) -> bool {
     r.fingerprint
@@ -151,47 +174,117 @@ impl Summary {
         locks: &[String],
         rules: &Rules,
     ) -> Summary {
-        let mut s = Summary::default();
-        let mut dirs: BTreeSet<String> = BTreeSet::new();
+        let mut t = Tally::new(locks, rules);
         for (path, r) in records {
-            s.n += 1;
-            if let Some(w) = r.retry.as_ref().filter(|w| !w.given_up()) {
-                s.retry = Some(s.retry.map_or(w.not_before, |t| t.min(w.not_before)));
-            }
-            if let Some(d) = &r.decision {
-                match (d.outcome, &d.by) {
-                    (Outcome::LlmSkip | Outcome::Evolve, Some(by)) => {
-                        *s.decided_by.entry(by.clone()).or_default() += 1;
-                    }
-                    (Outcome::NeedsReview, _) => s.awaiting += 1,
-                    _ => {}
+            t.add(path, r);
+        }
+        t.finish()
+    }
+}
+
+/// A summary being computed one record at a time (`Summary::of`), so a
+/// walk that visits the records for something else can summarise them on
+/// the way, while they are in the cache.
+pub struct Tally<'a> {
+    s: Summary,
+    dirs: BTreeSet<String>,
+    locks: &'a [String],
+    rules: &'a Rules,
+}
+
+impl<'a> Tally<'a> {
+    pub fn new(locks: &'a [String], rules: &'a Rules) -> Tally<'a> {
+        Tally {
+            s: Summary::default(),
+            dirs: BTreeSet::new(),
+            locks,
+            rules,
+        }
+    }
+
+    pub fn add(&mut self, path: &str, r: &FileRecord) {
+        self.add_figures(path, r);
+        let (s, rules, locks) = (&mut self.s, self.rules, self.locks);
+        s.stuck += u64::from(r.stuck);
+        let unknown = deps_unknown(r);
+        s.unknown_deps += u64::from(unknown);
+        let locked = (rules.locked)(path, locks);
+        s.triggers += u64::from(!locked && (unknown || r.rollback_streak > 0));
+        if unknown {
+            self.dirs.extend((rules.import_dirs)(path, r));
+        }
+    }
+
+    /// The parts of the summary the header adds up (`Figures`): they read
+    /// only the record itself, none of the strings it points to (but the
+    /// advisor's name of a model decision).
+    fn add_figures(&mut self, path: &str, r: &FileRecord) {
+        let (s, rules, locks) = (&mut self.s, self.rules, self.locks);
+        s.n += 1;
+        if let Some(w) = r.retry.as_ref().filter(|w| !w.given_up()) {
+            s.retry = Some(s.retry.map_or(w.not_before, |t| t.min(w.not_before)));
+        }
+        if let Some(d) = &r.decision {
+            match (d.outcome, &d.by) {
+                (Outcome::LlmSkip | Outcome::Evolve, Some(by)) => {
+                    *s.decided_by.entry(by.clone()).or_default() += 1;
                 }
-            }
-            if let Some(at) = (rules.review_due)(r, path, locks) {
-                let better = s
-                    .review
-                    .as_ref()
-                    .is_none_or(|n| (at, path.as_str()) < (n.at, n.path.as_str()));
-                if better {
-                    s.review = Some(NextReview {
-                        at,
-                        path: path.clone(),
-                    });
-                }
-            }
-            s.stuck += u64::from(r.stuck);
-            let unknown = deps_unknown(r);
-            s.unknown_deps += u64::from(unknown);
-            let locked = (rules.locked)(path, locks);
-            s.triggers += u64::from(!locked && (unknown || r.rollback_streak > 0));
-            if unknown {
-                dirs.extend((rules.import_dirs)(path, r));
+                (Outcome::NeedsReview, _) => s.awaiting += 1,
+                _ => {}
             }
         }
+        if let Some(at) = (rules.review_due)(r, path, locks) {
+            let better = s
+                .review
+                .as_ref()
+                .is_none_or(|n| (at, path) < (n.at, n.path.as_str()));
+            if better {
+                s.review = Some(NextReview {
+                    at,
+                    path: path.to_string(),
+                });
+            }
+        }
+    }
+
+    pub fn finish(self) -> Summary {
+        let mut s = self.s;
         if s.unknown_deps > 0 {
-            s.unknown_dirs = DirFilter::of(dirs.iter()).to_hex();
+            s.unknown_dirs = DirFilter::of(self.dirs.iter()).to_hex();
         }
         s
+    }
+}
+
+/// What the header adds up from the summaries of every bucket: the model's
+/// decisions per advisor, the hand-overs, the earliest retry and review.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Figures {
+    pub decided_by: BTreeMap<String, u64>,
+    pub awaiting: u64,
+    pub retry: Option<DateTime<Utc>>,
+    pub review: Option<NextReview>,
+}
+
+impl Figures {
+    fn add(&mut self, s: Summary) {
+        for (by, n) in s.decided_by {
+            *self.decided_by.entry(by).or_default() += n;
+        }
+        self.awaiting += s.awaiting;
+        self.retry = match (self.retry, s.retry) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if let Some(r) = s.review {
+            let better = self
+                .review
+                .as_ref()
+                .is_none_or(|n| (r.at, &r.path) < (n.at, &n.path));
+            if better {
+                self.review = Some(r);
+            }
+        }
     }
 }
 
@@ -236,7 +329,7 @@ pub struct Files {
     pub(super) locks: Vec<String>,
     /// How to summarise a bucket; without them a save keeps the saved
     /// summary of a bucket whose bytes did not change, and refuses otherwise.
-    pub(super) rules: Option<Rules>,
+    pub(super) rules: Option<Summarizer>,
     /// The index of the loaded buckets does not reflect the records (a
     /// state built in memory or read from one file): rebuilt on save.
     pub(super) index_stale: bool,
@@ -297,6 +390,9 @@ impl Files {
 
     fn bucket_mut(&mut self, i: usize) -> &mut Bucket {
         self.bucket(i);
+        if let Some(s) = &mut self.rules {
+            s.forget(i);
+        }
         self.slots[i].cell.get_mut().expect("loaded above")
     }
 
@@ -350,6 +446,16 @@ impl Files {
             self.len += 1;
         }
         old
+    }
+
+    /// Add records for paths not in the tree, in path order (a first run's
+    /// listing). One by one: a map built from them all at once would hold
+    /// every record three times over on the way (collected, sorted, moved
+    /// into the tree), where in order each insert goes to the right edge.
+    pub fn extend_new(&mut self, records: impl Iterator<Item = (String, FileRecord)>) {
+        for (path, r) in records {
+            self.insert(path, r);
+        }
     }
 
     pub fn remove(&mut self, path: &str) -> Option<FileRecord> {
@@ -429,6 +535,9 @@ impl Files {
 
     /// The loaded records in path order, to change.
     pub fn loaded_mut(&mut self) -> std::vec::IntoIter<(&String, &mut FileRecord)> {
+        if let Some(s) = &mut self.rules {
+            s.forget_all();
+        }
         let many = self.slots.len() > 1;
         let mut all: Vec<(&String, &mut FileRecord)> = self
             .slots
@@ -450,18 +559,49 @@ impl Files {
     /// (and the rules are known), as saved otherwise.
     pub fn summary(&self, i: usize) -> Option<Summary> {
         match (self.slots[i].cell.get(), &self.rules) {
-            (Some(b), Some(rules)) => Some(Summary::of(b.files.iter(), &self.locks, rules)),
+            (Some(b), Some(s)) => {
+                let mut cache = s.cache.borrow_mut();
+                if cache.len() != self.slots.len() {
+                    *cache = vec![None; self.slots.len()];
+                }
+                let summary = cache[i]
+                    .get_or_insert_with(|| Summary::of(b.files.iter(), &self.locks, &s.rules));
+                Some(summary.clone())
+            }
             _ => self.slots[i].saved.as_ref().map(|s| s.summary.clone()),
         }
     }
 
+    /// The header's figures of the whole tree (`Figures`). From the
+    /// buckets' summaries, which the save reuses; but a tree the save will
+    /// re-bucket (a first run's, kept in memory in one bucket) has its
+    /// summaries computed there, for the new buckets, so here the figures
+    /// come from a walk that reads no more of a record than they need.
+    pub fn figures(&self) -> Figures {
+        let mut f = Figures::default();
+        match &self.rules {
+            Some(s) if self.loader.is_none() && self.slots.len() == 1 && self.is_loaded(0) => {
+                let mut t = Tally::new(&self.locks, &s.rules);
+                for (path, r) in &self.bucket(0).files {
+                    t.add_figures(path, r);
+                }
+                f.add(t.s);
+            }
+            _ => self.summaries().for_each(|s| f.add(s)),
+        }
+        f
+    }
+
     /// The rules the summaries are computed by from now on.
     pub fn set_rules(&mut self, rules: Rules) {
-        self.rules = Some(rules);
+        self.rules = Some(Summarizer {
+            rules,
+            cache: Default::default(),
+        });
     }
 
     pub fn rules(&self) -> Option<&Rules> {
-        self.rules.as_ref()
+        self.rules.as_ref().map(|s| &s.rules)
     }
 
     /// Every bucket's summary.
@@ -475,6 +615,9 @@ impl Files {
         if self.locks != locks {
             self.load_all();
             self.locks = locks.to_vec();
+            if let Some(s) = &mut self.rules {
+                s.forget_all();
+            }
         }
     }
 
@@ -581,6 +724,53 @@ mod tests {
                 "{broken:?}"
             );
         }
+    }
+
+    #[test]
+    fn the_header_figures_of_a_tree_in_one_bucket_are_what_its_saved_buckets_add_up_to() {
+        use crate::state::records::retry::{Retry, Wait};
+        use crate::state::{Decision, Outcome};
+        let rules = Rules {
+            locked: |_, _| false,
+            review_due: |r, _, _| r.changed_ts,
+            import_dirs: |_, _| BTreeSet::new(),
+        };
+        let ts = |ms: i64| DateTime::from_timestamp_millis(ms).unwrap();
+        let record = |i: i64| FileRecord {
+            decision: Some(Decision {
+                outcome: [Outcome::LlmSkip, Outcome::NeedsReview, Outcome::LocalSkip]
+                    [i as usize % 3],
+                reason: String::new(),
+                ts: ts(0),
+                by: Some(format!("m{}", i % 2)),
+            }),
+            retry: (i % 5 == 0).then(|| Retry {
+                fingerprint: String::new(),
+                failures: 1,
+                not_before: ts(500 + (i * 37) % 101),
+                wait: Wait::Backoff,
+                at_once: false,
+            }),
+            changed_ts: Some(ts(1000 - (i * 13) % 41)),
+            ..FileRecord::default()
+        };
+        let mut one = Files::default();
+        let mut many = Files::from(BTreeMap::new());
+        many.slots = vec![Slot::default(); 8];
+        for i in 0..8 {
+            let _ = many.slots[i].cell.set(Bucket::default());
+        }
+        for f in [&mut one, &mut many] {
+            f.set_rules(rules);
+            for i in 0..60 {
+                f.insert(format!("f{i}.js"), record(i));
+            }
+        }
+        let figures = one.figures();
+        assert_eq!(figures, many.figures());
+        assert_eq!(figures.awaiting, 20);
+        assert_eq!(figures.decided_by.values().sum::<u64>(), 20);
+        assert!(figures.retry.is_some() && figures.review.is_some());
     }
 
     #[test]

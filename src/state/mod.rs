@@ -2,6 +2,7 @@
 //! and the decision journal.
 
 pub mod decisions;
+pub mod encode;
 pub mod files;
 pub mod journal;
 pub mod limits;

@@ -143,51 +143,65 @@ pub fn replace(path: &Path, bytes: &[u8], like: Option<&Path>) -> io::Result<()>
     sync_dir(dir_of(path))
 }
 
-/// Files written together by `create_synced_all`: this many are open and
-/// being synced at once, by at most `SYNC_THREADS` threads.
+/// Files written by one `Batch`: this many are open and being synced at
+/// once, by at most `SYNC_THREADS` threads.
 const SYNC_WINDOW: usize = 64;
 const SYNC_THREADS: usize = 8;
 
-/// Write new files the way `replace` does (temp name, mode and owner of
-/// `like`, fsync, rename), many at a time: each
-/// window of files is written under temp names, fsynced by a few threads at
-/// once (a wake's two shards, a first run's 512: the device is waited on
-/// once per window rather than once per file), and only then renamed into
-/// place. The fsync of the directory is left to the caller, who syncs it
-/// once for all of them. A file is never renamed before its own bytes are
-/// durable, so a crash leaves each name either absent or whole.
-/// `also` is synced with the last window (alone when there are no files).
-pub fn create_synced_all(
-    files: &[(&Path, &[u8])],
-    like: Option<&Path>,
-    also: Option<&File>,
-) -> io::Result<()> {
-    let template = match like {
-        Some(l) => existing(l)?,
-        None => None,
-    };
-    let mut windows: Vec<&[(&Path, &[u8])]> = files.chunks(SYNC_WINDOW).collect();
-    if windows.is_empty() {
-        windows.push(&[]);
+/// New files written the way `replace` does (temp name, mode and owner of
+/// `like`, fsync, rename), many at a time: each file is written under its
+/// temp name when added (so the caller may reuse its buffer), and each
+/// window of them is fsynced by a few threads at once (a wake's two
+/// shards, a first run's 512: the device is waited on once per window
+/// rather than once per file) and only then renamed into place. The fsync
+/// of the directory is left to the caller, who syncs it once for all of
+/// them. A file is never renamed before its own bytes are durable, so a
+/// crash leaves each name either absent or whole.
+pub struct Batch {
+    template: Option<fs::Metadata>,
+    staged: Vec<(std::path::PathBuf, tempfile::NamedTempFile)>,
+}
+
+impl Batch {
+    pub fn new(like: Option<&Path>) -> io::Result<Batch> {
+        let template = match like {
+            Some(l) => existing(l)?,
+            None => None,
+        };
+        Ok(Batch {
+            template,
+            staged: Vec::new(),
+        })
     }
-    let last = windows.len() - 1;
-    for (i, window) in windows.into_iter().enumerate() {
-        let mut staged = Vec::with_capacity(window.len());
-        for (path, bytes) in window {
-            staged.push((*path, write_temp(path, bytes, template.as_ref())?));
+
+    pub fn add(&mut self, path: &Path, bytes: &[u8]) -> io::Result<()> {
+        let tmp = write_temp(path, bytes, self.template.as_ref())?;
+        self.staged.push((path.to_path_buf(), tmp));
+        if self.staged.len() == SYNC_WINDOW {
+            self.flush(None)?;
         }
-        let extra = if i == last { also } else { None };
-        sync_all_of(staged.iter().map(|(_, tmp)| tmp.as_file()).chain(extra))?;
+        Ok(())
+    }
+
+    /// Sync and rename what is left; `also` (another file whose fsync is
+    /// wanted now, renamed by its owner) is synced with them.
+    pub fn finish(mut self, also: Option<&File>) -> io::Result<()> {
+        self.flush(also)
+    }
+
+    fn flush(&mut self, also: Option<&File>) -> io::Result<()> {
+        let staged = std::mem::take(&mut self.staged);
+        sync_all_of(staged.iter().map(|(_, tmp)| tmp.as_file()).chain(also))?;
         for (path, tmp) in staged {
-            rename_synced(path, tmp)?;
+            rename_synced(&path, tmp)?;
         }
+        Ok(())
     }
-    Ok(())
 }
 
 /// A replacement of a file, written beside it under a temp name the way
 /// `replace` does but not yet synced: its fsync can be had together with
-/// other files' (`create_synced_all`'s `also`), before `commit` renames it.
+/// other files' (`Batch::finish`'s `also`), before `commit` renames it.
 pub struct Replacement(tempfile::NamedTempFile);
 
 impl Replacement {
@@ -202,7 +216,7 @@ impl Replacement {
     }
 
     /// Rename it over `path` and sync the directory; its own fsync must
-    /// have been had already (`create_synced_all`'s `also`).
+    /// have been had already (`Batch::finish`'s `also`).
     pub fn commit(self, path: &Path) -> io::Result<()> {
         rename_synced(path, self.0)?;
         sync_dir(dir_of(path))

@@ -8,6 +8,7 @@
 //! new manifest is durable are the shards it no longer names removed. A
 //! crash at any instant leaves the old manifest with every shard it names.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io::ErrorKind;
@@ -18,7 +19,8 @@ use anyhow::{Context, Result, anyhow, bail};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::files::{Bucket, Files, Saved, Slot, Summary, bucket_of};
+use super::encode;
+use super::files::{Bucket, Files, Saved, Slot, Summary, Tally, bucket_of};
 use super::limits;
 use super::safe_fs;
 use super::schema::{FileRecord, State};
@@ -191,39 +193,118 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// A bucket as it will be saved: its records (borrowed, in path order: a
-/// first run would otherwise copy every record once more) and its index.
+/// A bucket as it will be saved: its records and its index, borrowed (in
+/// path order: a first run would otherwise copy every record and path once
+/// more); for a rebuilt one, its records already encoded and summarised.
 struct Planned<'a> {
     files: Vec<(&'a String, &'a FileRecord)>,
-    importers: BTreeMap<String, Vec<String>>,
+    /// Borrowed from the records, or (rebuilt) copied while they were in
+    /// the cache.
+    importers: BTreeMap<Cow<'a, str>, Vec<Cow<'a, str>>>,
+    /// The shard's bytes up to the end of its records (`shard_start`,
+    /// `put_entry`), not yet checked for redaction.
+    encoded: Option<Vec<u8>>,
+    tally: Option<Tally<'a>>,
 }
 
-/// Every bucket rebuilt from all the records, under `buckets` buckets.
-fn rebuild(files: &Files, buckets: usize) -> Vec<Option<Planned<'_>>> {
+impl<'a> Planned<'a> {
+    fn new(
+        files: Vec<(&'a String, &'a FileRecord)>,
+        importers: BTreeMap<Cow<'a, str>, Vec<Cow<'a, str>>>,
+    ) -> Self {
+        Planned {
+            files,
+            importers,
+            encoded: None,
+            tally: None,
+        }
+    }
+}
+
+/// Buckets encoded per walk over the records (`encode_group`): the
+/// encoded shards of one group are held at a time, not all of them.
+const GROUP: usize = 256;
+
+/// The records of a rebuild in path order, which is about the order they
+/// were built in memory, with the bucket of each.
+struct Walk<'a> {
+    records: Vec<(&'a String, &'a FileRecord)>,
+    bucket: Vec<u32>,
+}
+
+/// Every bucket rebuilt from all the records, under `buckets` buckets, its
+/// index copied while the records are visited (in path order).
+fn rebuild(files: &Files, buckets: usize) -> (Vec<Option<Planned<'_>>>, Walk<'_>) {
     let mut out: Vec<Planned> = (0..buckets)
-        .map(|_| Planned {
-            files: Vec::new(),
-            importers: BTreeMap::new(),
-        })
+        .map(|_| Planned::new(Vec::new(), BTreeMap::new()))
         .collect();
-    for (path, r) in files.iter() {
+    let records: Vec<(&String, &FileRecord)> = files.iter().collect();
+    let mut bucket = Vec::with_capacity(records.len());
+    for &(path, r) in &records {
         for d in &r.deps {
-            let list = out[bucket_of(d, buckets)]
-                .importers
-                .entry(d.clone())
-                .or_default();
-            if !list.contains(path) {
-                list.push(path.clone());
+            // Copied, keys too: the index is written after every record,
+            // and compared while it is built, when the records are cold.
+            let index = &mut out[bucket_of(d, buckets)].importers;
+            match index.get_mut(d.as_str()) {
+                // In path order: a record naming a dependency twice is the last.
+                Some(list) => {
+                    if list.last().is_none_or(|l| l != path) {
+                        list.push(Cow::Owned(path.clone()));
+                    }
+                }
+                None => {
+                    index.insert(Cow::Owned(d.clone()), vec![Cow::Owned(path.clone())]);
+                }
             }
         }
-        out[bucket_of(path, buckets)].files.push((path, r));
+        let b = bucket_of(path, buckets);
+        out[b].files.push((path, r));
+        bucket.push(b as u32);
     }
-    for p in &mut out {
-        for list in p.importers.values_mut() {
-            list.sort();
+    (
+        out.into_iter().map(Some).collect(),
+        Walk { records, bucket },
+    )
+}
+
+/// Encode and summarise the records of the buckets in `group` in one walk
+/// in path order: bucket by bucket, in the order of the path hash, the
+/// walk would visit the records in no order they have in memory, with a
+/// cache miss at every field.
+fn encode_group<'a>(
+    files: &'a Files,
+    walk: &Walk<'a>,
+    group: std::ops::Range<usize>,
+    planned: &mut [Option<Planned<'a>>],
+) -> Result<()> {
+    let of = planned.len();
+    // Room for about 1 KiB a record: what is not written is never touched.
+    let room = 64 + 1024 * files.len().div_ceil(of);
+    for b in group.clone() {
+        if let Some(p) = planned[b].as_mut() {
+            let mut bytes = Vec::with_capacity(room);
+            shard_start(b, of, &mut bytes);
+            p.encoded = Some(bytes);
+            p.tally = files.rules().map(|rules| Tally::new(&files.locks, rules));
         }
     }
-    out.into_iter().map(Some).collect()
+    let mut started = vec![false; group.len()];
+    for (&(path, r), &b) in walk.records.iter().zip(&walk.bucket) {
+        let b = b as usize;
+        if !group.contains(&b) {
+            continue;
+        }
+        let Some(p) = planned[b].as_mut() else {
+            continue;
+        };
+        let first = !std::mem::replace(&mut started[b - group.start], true);
+        let bytes = p.encoded.as_mut().expect("made above");
+        put_entry(bytes, first, path, r, false)?;
+        if let Some(t) = &mut p.tally {
+            t.add(path, r);
+        }
+    }
+    Ok(())
 }
 
 /// Only the loaded buckets, and those whose part of the index changes with
@@ -231,7 +312,7 @@ fn rebuild(files: &Files, buckets: usize) -> Vec<Option<Planned<'_>>> {
 fn incremental(files: &Files) -> Vec<Option<Planned<'_>>> {
     let n = files.buckets();
     // (dependency, importer, added) for each change of a loaded record's deps.
-    let mut changes: Vec<(String, String, bool)> = Vec::new();
+    let mut changes: Vec<(&str, &str, bool)> = Vec::new();
     for i in (0..n).filter(|i| files.is_loaded(*i)) {
         let b = files.bucket(i);
         let paths: BTreeSet<&String> = b.files.keys().chain(b.deps_at_load.keys()).collect();
@@ -239,10 +320,10 @@ fn incremental(files: &Files) -> Vec<Option<Planned<'_>>> {
             let old: BTreeSet<&String> = b.deps_at_load.get(p).into_iter().flatten().collect();
             let new: BTreeSet<&String> = b.files.get(p).into_iter().flat_map(|r| &r.deps).collect();
             for d in old.difference(&new) {
-                changes.push(((*d).clone(), p.clone(), false));
+                changes.push((d.as_str(), p.as_str(), false));
             }
             for d in new.difference(&old) {
-                changes.push(((*d).clone(), p.clone(), true));
+                changes.push((d.as_str(), p.as_str(), true));
             }
         }
     }
@@ -251,67 +332,107 @@ fn incremental(files: &Files) -> Vec<Option<Planned<'_>>> {
     let mut out: Vec<Option<Planned>> = (0..n).map(|_| None).collect();
     for i in touched {
         let b = files.bucket(i);
-        out[i] = Some(Planned {
-            files: b.files.iter().collect(),
-            importers: b.importers.clone(),
-        });
+        out[i] = Some(Planned::new(
+            b.files.iter().collect(),
+            b.importers
+                .iter()
+                .map(|(d, list)| {
+                    let list = list.iter().map(|p| Cow::Borrowed(p.as_str())).collect();
+                    (Cow::Borrowed(d.as_str()), list)
+                })
+                .collect(),
+        ));
     }
     for (d, p, added) in changes {
-        let planned = out[bucket_of(&d, n)].as_mut().expect("touched above");
-        let list = planned.importers.entry(d.clone()).or_default();
-        match (added, list.binary_search(&p)) {
-            (true, Err(at)) => list.insert(at, p),
+        let planned = out[bucket_of(d, n)].as_mut().expect("touched above");
+        let list = planned.importers.entry(Cow::Borrowed(d)).or_default();
+        match (added, list.binary_search_by(|x| x.as_ref().cmp(p))) {
+            (true, Err(at)) => list.insert(at, Cow::Borrowed(p)),
             (false, Ok(at)) => {
                 list.remove(at);
             }
             _ => {}
         }
         if list.is_empty() {
-            planned.importers.remove(&d);
+            planned.importers.remove(d);
         }
     }
     out
 }
 
-/// A shard's bytes: one record, then one index entry, per line. A record's
-/// words are redacted (reasons and error details come from peers); paths,
-/// the keys and the index, are data and written as they are. The shard is
-/// serialised whole first; only one that holds something to redact is
-/// written again record by record.
-fn encode_shard(bucket: usize, of: usize, p: &Planned) -> Result<Vec<u8>> {
-    let raw = shard_json(bucket, of, p, false)?;
-    if std::str::from_utf8(&raw).is_ok_and(crate::redact::nothing_to_redact) {
-        return Ok(raw);
+/// A shard's bytes, into `out`: one record, then one index entry, per
+/// line. A record's words are redacted (reasons and error details come from
+/// peers); paths, the keys and the index, are data and written as they are.
+/// The shard is serialised whole first (or was, up to its index, by
+/// `encode_group`); only one that holds something to redact is written again
+/// record by record.
+/// `prepared`: `out` holds the bytes `encode_group` encoded, up to the index.
+fn encode_shard(
+    bucket: usize,
+    of: usize,
+    p: &Planned,
+    out: &mut Vec<u8>,
+    prepared: bool,
+) -> Result<()> {
+    if prepared {
+        shard_end(p, out);
+    } else {
+        shard_json(bucket, of, p, false, out)?;
     }
-    shard_json(bucket, of, p, true)
+    if std::str::from_utf8(out).is_ok_and(crate::redact::nothing_to_redact) {
+        return Ok(());
+    }
+    shard_json(bucket, of, p, true, out)
 }
 
-fn shard_json(bucket: usize, of: usize, p: &Planned, redacted: bool) -> Result<Vec<u8>> {
-    fn put<T: Serialize + ?Sized>(out: &mut Vec<u8>, v: &T, redacted: bool) -> Result<()> {
-        if redacted {
-            crate::redact::to_writer(&mut *out, v)?;
-        } else {
-            serde_json::to_writer(&mut *out, v)?;
-        }
-        Ok(())
-    }
-    let mut out = Vec::with_capacity(64 + p.files.len() * 320);
+fn shard_start(bucket: usize, of: usize, out: &mut Vec<u8>) {
     out.extend_from_slice(format!("{{\"bucket\":{bucket},\"of\":{of},\"files\":{{").as_bytes());
-    for (i, (path, r)) in p.files.iter().enumerate() {
-        out.extend_from_slice(if i == 0 { b"\n" } else { b",\n" });
-        serde_json::to_writer(&mut out, path)?;
-        out.push(b':');
-        put(&mut out, *r, redacted)?;
+}
+
+fn put_entry(
+    out: &mut Vec<u8>,
+    first: bool,
+    path: &str,
+    r: &FileRecord,
+    redacted: bool,
+) -> Result<()> {
+    out.extend_from_slice(if first { b"\n" } else { b",\n" });
+    encode::put_str(out, path);
+    out.push(b':');
+    if redacted {
+        crate::redact::to_writer(&mut *out, r)?;
+    } else {
+        encode::put_record(out, r)?;
     }
+    Ok(())
+}
+
+fn shard_end(p: &Planned, out: &mut Vec<u8>) {
     out.extend_from_slice(b"\n},\"importers\":{");
     for (i, (dep, list)) in p.importers.iter().enumerate() {
         out.extend_from_slice(if i == 0 { b"\n" } else { b",\n" });
-        serde_json::to_writer(&mut out, dep)?;
+        encode::put_str(out, dep);
         out.push(b':');
-        serde_json::to_writer(&mut out, list)?;
+        encode::put_strs(out, list);
     }
     out.extend_from_slice(b"\n}}\n");
-    Ok(out)
+}
+
+fn shard_json(
+    bucket: usize,
+    of: usize,
+    p: &Planned,
+    redacted: bool,
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    out.clear();
+    out.reserve(64 + p.files.len() * 512);
+    shard_start(bucket, of, out);
+    for (i, (path, r)) in p.files.iter().enumerate() {
+        put_entry(out, i == 0, path, r, redacted)?;
+    }
+    shard_end(p, out);
+    Ok(())
 }
 
 /// What a save wrote, for the report and the tests.
@@ -330,11 +451,13 @@ pub struct Written {
 /// is renamed into place only once the shards and their names are durable,
 /// which keeps the order of `write_shards` then `commit`.
 pub fn save(path: &Path, state: &State) -> Result<Written> {
-    let (staged, pending) = encode_shards(path, state)?;
+    let dir = dir_of(path);
+    let mut batch = safe_fs::Batch::new(Some(path)).map_err(|e| save_error(path, &dir, e))?;
+    let staged = encode_shards(path, state, &mut batch)?;
     let bytes = super::store::encode_manifest(state, &staged.layout, &staged.shards)?;
     let manifest =
         safe_fs::Replacement::stage(path, &bytes).map_err(|e| manifest_error(path, e))?;
-    flush(path, &dir_of(path), &pending, Some(manifest.file()))?;
+    flush(path, &dir, batch, Some(manifest.file()))?;
     manifest.commit(path).map_err(|e| manifest_error(path, e))?;
     let mut written = staged.written;
     written.manifest_bytes = bytes.len() as u64;
@@ -359,33 +482,25 @@ pub struct Staged {
 }
 
 pub fn write_shards(path: &Path, state: &State) -> Result<Staged> {
-    let (staged, pending) = encode_shards(path, state)?;
     let dir = dir_of(path);
-    flush(path, &dir, &pending, None)?;
+    let mut batch = safe_fs::Batch::new(Some(path)).map_err(|e| save_error(path, &dir, e))?;
+    let staged = encode_shards(path, state, &mut batch)?;
+    flush(path, &dir, batch, None)?;
     Ok(staged)
 }
 
-/// Write and sync the new shards (and `also`, a file whose fsync is wanted
-/// at the same time), then make their names durable.
-fn flush(
-    path: &Path,
-    dir: &Path,
-    pending: &[(PathBuf, Vec<u8>)],
-    also: Option<&fs::File>,
-) -> Result<()> {
-    let all: Vec<(&Path, &[u8])> = pending
-        .iter()
-        .map(|(p, b)| (p.as_path(), b.as_slice()))
-        .collect();
-    safe_fs::create_synced_all(&all, Some(path), also).map_err(|e| save_error(path, dir, e))?;
+/// Sync and rename the new shards the batch holds (and sync `also`, a
+/// file whose fsync is wanted at the same time), then make their names
+/// durable.
+fn flush(path: &Path, dir: &Path, batch: safe_fs::Batch, also: Option<&fs::File>) -> Result<()> {
+    batch.finish(also).map_err(|e| save_error(path, dir, e))?;
     safe_fs::sync_dir(dir).map_err(|e| save_error(path, dir, e))
 }
 
 /// Every bucket to save, encoded, with its summary; the shards not on disk
-/// yet are returned with their bytes, written by nobody so far.
-type Encoded = (Staged, Vec<(PathBuf, Vec<u8>)>);
-
-fn encode_shards(path: &Path, state: &State) -> Result<Encoded> {
+/// yet are added to `batch`, which writes them under temp names and syncs
+/// and renames them a window at a time.
+fn encode_shards(path: &Path, state: &State, batch: &mut safe_fs::Batch) -> Result<Staged> {
     let files = &state.files;
     if let Some(e) = files.error() {
         bail!("{e} (the state was not saved; the previous state was kept)");
@@ -400,19 +515,31 @@ fn encode_shards(path: &Path, state: &State) -> Result<Encoded> {
     } else {
         files.buckets()
     };
-    let planned = if reshard {
-        rebuild(files, buckets)
+    let (mut planned, walk) = if reshard {
+        let (planned, walk) = rebuild(files, buckets);
+        (planned, Some(walk))
     } else {
-        incremental(files)
+        (incremental(files), None)
     };
     if let Some(e) = files.error() {
         bail!("{e} (the state was not saved; the previous state was kept)");
     }
     let mut written = Written::default();
     let mut shards: Vec<Option<Saved>> = Vec::with_capacity(buckets);
-    let mut pending: Vec<(PathBuf, Vec<u8>)> = Vec::new();
-    for (i, plan) in planned.into_iter().enumerate() {
-        let Some(plan) = plan else {
+    // One buffer for every shard: a fresh one each time would be mapped
+    // and faulted in again at this size.
+    let mut bytes: Vec<u8> = Vec::new();
+    // The buffers `encode_group` filled are freed a group at a time:
+    // freeing one of this size makes the allocator consolidate every small
+    // block freed since the one before, the index's copies and the
+    // summaries'.
+    let mut spent: Vec<Vec<u8>> = Vec::new();
+    for i in 0..planned.len() {
+        if let Some(walk) = walk.as_ref().filter(|_| i % GROUP == 0) {
+            spent.clear();
+            encode_group(files, walk, i..(i + GROUP).min(buckets), &mut planned)?;
+        }
+        let Some(mut plan) = planned[i].take() else {
             shards.push(files.slots[i].saved.clone());
             continue;
         };
@@ -420,14 +547,23 @@ fn encode_shards(path: &Path, state: &State) -> Result<Encoded> {
             shards.push(None);
             continue;
         }
-        let bytes = encode_shard(i, buckets, &plan)?;
+        let prepared = match plan.encoded.take() {
+            Some(records) => {
+                spent.push(std::mem::replace(&mut bytes, records));
+                true
+            }
+            None => false,
+        };
+        encode_shard(i, buckets, &plan, &mut bytes, prepared)?;
         let id = hex(&Sha256::digest(&bytes));
         let unchanged = !reshard && files.slots[i].saved.as_ref().map(|s| &s.id) == Some(&id);
-        let summary = summarise(files, i, &plan, unchanged, path)?;
+        let summary = summarise(files, (i, buckets), plan, unchanged, path)?;
         if !unchanged && let Some(at) = to_write(&dir, &id, &bytes, path)? {
             written.shards += 1;
             written.shard_bytes += bytes.len() as u64;
-            pending.push((at, bytes));
+            batch
+                .add(&at, &bytes)
+                .map_err(|e| save_error(path, &dir, e))?;
         }
         shards.push(Some(Saved { id, summary }));
     }
@@ -436,14 +572,11 @@ fn encode_shards(path: &Path, state: &State) -> Result<Encoded> {
         records: files.len(),
         locks: files.locks.clone(),
     };
-    Ok((
-        Staged {
-            shards,
-            layout,
-            written,
-        },
-        pending,
-    ))
+    Ok(Staged {
+        shards,
+        layout,
+        written,
+    })
 }
 
 /// The summary bucket `i` is saved with: computed by the rules the tick
@@ -451,12 +584,20 @@ fn encode_shards(path: &Path, state: &State) -> Result<Encoded> {
 /// commands that change no record know no rules).
 fn summarise(
     files: &Files,
-    i: usize,
-    plan: &Planned,
+    (i, of): (usize, usize),
+    plan: Planned,
     unchanged: bool,
     path: &Path,
 ) -> Result<Summary> {
+    if let Some(t) = plan.tally {
+        return Ok(t.finish());
+    }
     if let Some(rules) = files.rules() {
+        // A bucket saved under the count it is kept under holds the records
+        // of its slot: its summary is the one the tick already asked for.
+        if files.buckets() == of && files.is_loaded(i) {
+            return Ok(files.summary(i).expect("a loaded bucket with rules"));
+        }
         let records = plan.files.iter().map(|(p, r)| (*p, *r));
         return Ok(Summary::of(records, &files.locks, rules));
     }
@@ -606,6 +747,39 @@ mod tests {
 
     fn on_disk(path: &Path) -> BTreeSet<PathBuf> {
         shard_files(path).into_iter().collect()
+    }
+
+    #[test]
+    fn a_shard_encoded_in_the_walk_in_path_order_is_the_shard_encoded_bucket_by_bucket() {
+        let mut files = Files::default();
+        files.set_rules(NO_RULES);
+        for i in 0..300 {
+            // Duplicate and shared dependencies, and one into another bucket.
+            let deps = [
+                format!("f{}.js", i % 7),
+                format!("f{}.js", i % 7),
+                "f0.js".into(),
+            ];
+            let deps: Vec<&str> = deps.iter().map(String::as_str).collect();
+            let mut r = record(&format!("b{i}"), &deps);
+            r.fingerprint = (i % 3 == 0).then(|| format!("fp{i}|deps:unknown"));
+            files.insert(format!("f{i}.js"), r);
+        }
+        let (mut planned, walk) = rebuild(&files, 4);
+        encode_group(&files, &walk, 0..4, &mut planned).unwrap();
+        for (i, plan) in planned.into_iter().enumerate() {
+            let mut plan = plan.unwrap();
+            let mut direct = Vec::new();
+            shard_json(i, 4, &plan, false, &mut direct).unwrap();
+            let mut walked = plan.encoded.take().unwrap();
+            encode_shard(i, 4, &plan, &mut walked, true).unwrap();
+            assert!(walked == direct, "bucket {i} differs");
+            for list in plan.importers.values() {
+                assert!(list.windows(2).all(|w| w[0] < w[1]), "{list:?}");
+            }
+            let expected = Summary::of(plan.files.iter().copied(), &[], &NO_RULES);
+            assert_eq!(plan.tally.take().unwrap().finish(), expected);
+        }
     }
 
     #[test]

@@ -2,9 +2,8 @@
 //! advisor can be off for a tick without changing what is remembered. Here:
 //! the upgrade of states written before, and the header's summaries.
 
-use std::collections::BTreeMap;
-
 use super::config::TickConfig;
+use crate::state::files::Figures;
 use crate::state::{BY_LOCAL, Outcome, State};
 
 /// Carry a state written before the advisor left the evidence version over
@@ -55,17 +54,9 @@ pub(super) fn upgrade(state: &mut State, cfg: &TickConfig) -> Option<String> {
 
 /// The header's summaries of who decided: the model's remembered decisions
 /// per advisor (another advisor judges them again), and the hand-overs made
-/// with the advisor off (offered to the advisor once it is on).
-pub(super) fn summarise(state: &mut State) {
-    let mut decided_by: BTreeMap<String, u64> = BTreeMap::new();
-    let mut awaiting = 0;
-    // Per bucket: those this wake did not read answer from their summary.
-    for s in state.files.summaries() {
-        for (by, n) in s.decided_by {
-            *decided_by.entry(by).or_default() += n;
-        }
-        awaiting += s.awaiting;
-    }
-    state.decided_by = decided_by;
-    state.awaiting_advisor = awaiting;
+/// with the advisor off (offered to the advisor once it is on). Per bucket:
+/// those this wake did not read answer from their summary.
+pub(super) fn summarise(state: &mut State, figures: &Figures) {
+    state.decided_by = figures.decided_by.clone();
+    state.awaiting_advisor = figures.awaiting;
 }

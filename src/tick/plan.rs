@@ -31,7 +31,7 @@ impl Work<'_> {
             self.notes
                 .push("moved to a new scope: the tree was listed whole".into());
             return Ok(match self.list(state, &at)? {
-                Some(c) => (!c.incomplete, state.files.keys().cloned().collect()),
+                Some(c) => (!c.incomplete, every_path(state, c)),
                 None => (false, Vec::new()),
             });
         }
@@ -39,7 +39,7 @@ impl Work<'_> {
             Reason::FirstRun | Reason::ShaUnavailable => {
                 let at = head.unwrap_or(&self.cfg.rev).to_string();
                 match self.list(state, &at)? {
-                    Some(c) => (!c.incomplete, state.files.keys().cloned().collect()),
+                    Some(c) => (!c.incomplete, every_path(state, c)),
                     None => (false, Vec::new()),
                 }
             }
@@ -70,8 +70,12 @@ impl Work<'_> {
             candidates.insert(0, path.clone());
         }
         let old_backlog = std::mem::take(&mut state.backlog);
+        let retries = self.retries(state);
+        if old_backlog.is_empty() && retries.is_empty() {
+            return candidates;
+        }
         let mut seen: BTreeSet<String> = candidates.iter().cloned().collect();
-        for p in old_backlog.into_iter().chain(self.retries(state)) {
+        for p in old_backlog.into_iter().chain(retries) {
             if seen.insert(p.clone()) {
                 candidates.push(p);
             }
@@ -238,6 +242,18 @@ impl Work<'_> {
             ..Changed::default()
         };
         let entries = listing.entries;
+        // Into an empty tree (a first run) every entry is new: the records
+        // are built in one pass, in path order, without a lookup each.
+        if state.files.is_empty() && strictly_sorted(&entries) {
+            let now = self.cfg.now;
+            changed.added = entries.iter().map(|e| e.path.clone()).collect();
+            state.files.extend_new(
+                entries
+                    .into_iter()
+                    .map(|e| (e.path, new_record(e.blob, now))),
+            );
+            return changed;
+        }
         if !changed.incomplete {
             let listed: BTreeSet<&str> = entries.iter().map(|e| e.path.as_str()).collect();
             let gone: Vec<String> = state
@@ -265,7 +281,7 @@ impl Work<'_> {
                 None => {
                     state
                         .files
-                        .insert(e.path.clone(), new_record(&e.blob, self.cfg.now));
+                        .insert(e.path.clone(), new_record(e.blob.clone(), self.cfg.now));
                     changed.added.push(e.path.clone());
                 }
             }
@@ -274,9 +290,29 @@ impl Work<'_> {
     }
 }
 
-fn new_record(blob: &str, now: DateTime<Utc>) -> FileRecord {
+/// Whether the listing names each path once, in path order.
+fn strictly_sorted(entries: &[crate::source::Entry]) -> bool {
+    entries.windows(2).all(|w| w[0].path < w[1].path)
+}
+
+/// Every remembered path, in path order, after a listing: what the listing
+/// added, when it added every one of them in that order (a first run), so
+/// the paths are not gathered and copied again.
+fn every_path(state: &State, c: Changed) -> Vec<String> {
+    let all_added = c.modified.is_empty()
+        && c.deleted.is_empty()
+        && c.added.len() == state.files.len()
+        && c.added.windows(2).all(|w| w[0] < w[1]);
+    if all_added {
+        c.added
+    } else {
+        state.files.keys().cloned().collect()
+    }
+}
+
+fn new_record(blob: String, now: DateTime<Utc>) -> FileRecord {
     FileRecord {
-        blob: blob.to_string(),
+        blob,
         changed_ts: Some(now),
         last_ts: now,
         ..FileRecord::default()
@@ -320,7 +356,7 @@ fn apply_changes(state: &mut State, changes: Vec<Change>, now: DateTime<Utc>) ->
                     changed.modified.push(path);
                 }
                 None => {
-                    state.files.insert(path.clone(), new_record(&blob, now));
+                    state.files.insert(path.clone(), new_record(blob, now));
                     changed.added.push(path);
                 }
             },

@@ -84,14 +84,11 @@ pub(super) fn summarise(
         .map(|c| c.until);
     // The per-bucket summaries answer for the buckets this wake did not read.
     state.files.set_locks(&cfg.locks);
-    super::identity::summarise(state);
-    state.next_retry = state.files.summaries().filter_map(|s| s.retry).min();
+    let figures = state.files.figures();
+    super::identity::summarise(state, &figures);
+    state.next_retry = figures.retry;
     state.autonomy_triggers = super::triggers::derive(state, cfg);
-    state.next_review = state
-        .files
-        .summaries()
-        .filter_map(|s| s.review)
-        .min_by(|a, b| (a.at, &a.path).cmp(&(b.at, &b.path)));
+    state.next_review = figures.review;
     wake::remember(
         &mut state.wake,
         &look.verdict,

@@ -39,9 +39,17 @@ pub(super) fn derive(state: &State, cfg: &TickConfig) -> Vec<Trigger> {
             .filter(|t| from_record(t.kind) && !loaded(&t.path) && !cfg.locked(&t.path))
             .cloned(),
     );
+    // In path order, and the list keeps the first `MAX_TRIGGERS` by path:
+    // a record after that many of the loaded ones' triggers adds none.
+    let mut from_loaded = 0;
     for (path, r) in files.loaded() {
+        if from_loaded >= MAX_TRIGGERS {
+            break;
+        }
         if !cfg.locked(path) {
-            out.extend(of_record(path, r));
+            let mine = of_record(path, r);
+            from_loaded += mine.len();
+            out.extend(mine);
         }
     }
     // A path of a bucket not read exists as it did at the last save: known

@@ -1,0 +1,270 @@
+//! A direct JSON writer for the per-file records, byte for byte what
+//! `serde_json::to_writer` writes for them: a save encodes every record of
+//! the tree on a first run, and serde's generic path escapes every field
+//! name and scans every string byte by byte on the way.
+//!
+//! The writer knows the field order and the skip rules of `FileRecord`'s
+//! derived `Serialize`; the rare nested parts (a review schedule, a retry)
+//! go through serde as they are. The tests compare both writers on records
+//! with every field set.
+
+use serde::Serialize;
+
+use super::schema::{ContentFacts, Decision, FileRecord};
+
+/// `value` as compact JSON through serde, appended to `out`.
+fn serde_into<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) -> serde_json::Result<()> {
+    serde_json::to_writer(&mut *out, value)
+}
+
+/// A JSON string; one that needs an escape is left to serde, so the escapes
+/// are serde's own.
+pub fn put_str(out: &mut Vec<u8>, s: &str) {
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.reserve(s.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else {
+        // Writing a string into a Vec cannot fail.
+        let _ = serde_into(out, s);
+    }
+}
+
+/// A list of JSON strings.
+pub fn put_strs<S: AsRef<str>>(out: &mut Vec<u8>, list: &[S]) {
+    out.push(b'[');
+    for (i, s) in list.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        put_str(out, s.as_ref());
+    }
+    out.push(b']');
+}
+
+fn put_u64(out: &mut Vec<u8>, mut n: u64) {
+    let mut buf = [0u8; 20];
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&buf[at..]);
+}
+
+fn put_i64(out: &mut Vec<u8>, n: i64) {
+    if n < 0 {
+        out.push(b'-');
+    }
+    put_u64(out, n.unsigned_abs());
+}
+
+fn put_ts(out: &mut Vec<u8>, t: &chrono::DateTime<chrono::Utc>) {
+    put_i64(out, t.timestamp_millis());
+}
+
+/// `,"key":` (without the comma for the first field, which is always `blob`).
+fn key(out: &mut Vec<u8>, k: &str) {
+    out.extend_from_slice(b",\"");
+    out.extend_from_slice(k.as_bytes());
+    out.extend_from_slice(b"\":");
+}
+
+fn put_content(out: &mut Vec<u8>, c: &ContentFacts) {
+    out.extend_from_slice(b"{\"hash\":");
+    put_str(out, &c.hash);
+    key(out, "chars");
+    put_u64(out, c.chars);
+    if !c.imports.is_empty() {
+        key(out, "imports");
+        put_strs(out, &c.imports);
+    }
+    out.push(b'}');
+}
+
+fn put_decision(out: &mut Vec<u8>, d: &Decision) {
+    out.extend_from_slice(b"{\"outcome\":\"");
+    out.extend_from_slice(d.outcome.as_str().as_bytes());
+    out.push(b'"');
+    key(out, "reason");
+    put_str(out, &d.reason);
+    key(out, "ts");
+    put_ts(out, &d.ts);
+    if let Some(by) = &d.by {
+        key(out, "by");
+        put_str(out, by);
+    }
+    out.push(b'}');
+}
+
+/// One record, as `serde_json::to_writer` writes it.
+pub fn put_record(out: &mut Vec<u8>, r: &FileRecord) -> serde_json::Result<()> {
+    out.extend_from_slice(b"{\"blob\":");
+    put_str(out, &r.blob);
+    if let Some(c) = &r.content {
+        key(out, "content");
+        put_content(out, c);
+    }
+    if let Some(fp) = &r.fingerprint {
+        key(out, "fingerprint");
+        put_str(out, fp);
+    }
+    if let Some(d) = &r.decision {
+        key(out, "decision");
+        put_decision(out, d);
+    }
+    if let Some(t) = &r.changed_ts {
+        key(out, "changed_ts");
+        put_ts(out, t);
+    }
+    if let Some(review) = &r.review {
+        key(out, "review");
+        serde_into(out, review)?;
+    }
+    if r.rollback_streak != 0 {
+        key(out, "rollback_streak");
+        put_u64(out, u64::from(r.rollback_streak));
+    }
+    if !r.deps.is_empty() {
+        key(out, "deps");
+        put_strs(out, &r.deps);
+    }
+    if let Some(t) = &r.first_ts {
+        key(out, "first_ts");
+        put_ts(out, t);
+    }
+    key(out, "last_ts");
+    put_ts(out, &r.last_ts);
+    key(out, "evaluations");
+    put_u64(out, r.evaluations);
+    key(out, "reuses");
+    put_u64(out, r.reuses);
+    key(out, "tokens_saved");
+    put_u64(out, r.tokens_saved);
+    if let Some(retry) = &r.retry {
+        key(out, "retry");
+        serde_into(out, retry)?;
+    }
+    if !r.own_output.is_empty() {
+        key(out, "own_output");
+        put_strs(out, &r.own_output);
+    }
+    if !r.rewrites.is_empty() {
+        key(out, "rewrites");
+        out.push(b'[');
+        for (i, t) in r.rewrites.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            put_ts(out, t);
+        }
+        out.push(b']');
+    }
+    if r.stuck {
+        key(out, "stuck");
+        out.extend_from_slice(b"true");
+    }
+    out.push(b'}');
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::Outcome;
+    use crate::state::records::lifecycle::Review;
+    use crate::state::records::retry::{Retry, Wait};
+
+    fn ts(ms: i64) -> chrono::DateTime<chrono::Utc> {
+        chrono::DateTime::from_timestamp_millis(ms).unwrap()
+    }
+
+    fn direct(r: &FileRecord) -> String {
+        let mut out = Vec::new();
+        put_record(&mut out, r).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    /// Every field set: a field added to the record without the writer
+    /// knowing it fails to build here (no `..Default::default()`).
+    fn full(text: &str, outcome: Outcome) -> FileRecord {
+        FileRecord {
+            blob: format!("b{text}"),
+            content: Some(ContentFacts {
+                hash: "0123456789abcdef".into(),
+                chars: u64::MAX,
+                imports: vec![text.into(), "./x.js".into()],
+            }),
+            fingerprint: Some(format!("fp|{text}")),
+            decision: Some(Decision {
+                outcome,
+                reason: format!("why {text}"),
+                ts: ts(-1_500),
+                by: Some(text.into()),
+            }),
+            changed_ts: Some(ts(1_782_864_000_123)),
+            review: Some(Review {
+                next: ts(1_000),
+                interval_days: 7,
+            }),
+            rollback_streak: u32::MAX,
+            deps: vec![format!("src/{text}")],
+            first_ts: Some(ts(0)),
+            last_ts: ts(i64::from(i32::MAX) * 1000),
+            evaluations: 1,
+            reuses: 0,
+            tokens_saved: 10,
+            retry: Some(Retry {
+                fingerprint: text.into(),
+                failures: 3,
+                not_before: ts(5),
+                wait: Wait::Backoff,
+                at_once: true,
+            }),
+            own_output: vec![text.into()],
+            rewrites: vec![ts(1), ts(2)],
+            stuck: true,
+        }
+    }
+
+    #[test]
+    fn the_direct_record_writer_writes_what_serde_writes() {
+        let strings = [
+            "plain",
+            "",
+            "quote \" and \\ backslash",
+            "tab\tnew\nline\r\u{8}\u{c}\u{1}\u{1f}\u{7f}",
+            "unicode é ✓ 𝄞 \u{2028}",
+            "</script>",
+        ];
+        let mut records = vec![FileRecord::default()];
+        for (i, s) in strings.iter().enumerate() {
+            for o in Outcome::ALL {
+                records.push(full(s, o));
+            }
+            let mut partial = full(s, Outcome::ALL[i]);
+            partial.content.as_mut().unwrap().imports.clear();
+            partial.decision.as_mut().unwrap().by = None;
+            partial.retry.as_mut().unwrap().failures = 0;
+            partial.stuck = false;
+            partial.rollback_streak = 0;
+            partial.rewrites.clear();
+            partial.review = None;
+            partial.changed_ts = None;
+            records.push(partial);
+        }
+        for r in &records {
+            assert_eq!(direct(r), serde_json::to_string(r).unwrap());
+        }
+        for s in strings {
+            let mut out = Vec::new();
+            put_str(&mut out, s);
+            assert_eq!(out, serde_json::to_vec(s).unwrap(), "{s:?}");
+        }
+    }
+}
