@@ -300,12 +300,55 @@ pub struct Bucket {
 }
 
 /// A bucket as the manifest names it: its shard file and its summary.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Saved {
     /// sha256 of the shard file's bytes, which is also its name.
     pub id: String,
     #[serde(flatten)]
     pub summary: Summary,
+}
+
+impl<'de> Deserialize<'de> for Saved {
+    /// The fields of `Summary` beside `id`, read as one struct: serde's
+    /// `flatten` would buffer every line of the manifest's 512 first.
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Saved, D::Error> {
+        #[derive(Deserialize)]
+        struct Line {
+            id: String,
+            n: usize,
+            #[serde(default, with = "super::ts::option")]
+            retry: Option<DateTime<Utc>>,
+            #[serde(default)]
+            awaiting: u64,
+            #[serde(default)]
+            decided_by: BTreeMap<String, u64>,
+            #[serde(default)]
+            review: Option<NextReview>,
+            #[serde(default)]
+            stuck: u64,
+            #[serde(default)]
+            unknown_deps: u64,
+            #[serde(default)]
+            triggers: u64,
+            #[serde(default)]
+            unknown_dirs: String,
+        }
+        let l = Line::deserialize(d)?;
+        Ok(Saved {
+            id: l.id,
+            summary: Summary {
+                n: l.n,
+                retry: l.retry,
+                awaiting: l.awaiting,
+                decided_by: l.decided_by,
+                review: l.review,
+                stuck: l.stuck,
+                unknown_deps: l.unknown_deps,
+                triggers: l.triggers,
+                unknown_dirs: l.unknown_dirs,
+            },
+        })
+    }
 }
 
 /// Reads a bucket's shard; set for a state read from the sharded layout.
@@ -697,6 +740,36 @@ impl<'de> Deserialize<'de> for Files {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_manifest_line_reads_as_its_summary_reads_with_every_field_or_none() {
+        let lines = [
+            r#"{"id":"ab","n":3}"#,
+            r#"{"id":"ab","n":196,"awaiting":196,"unknown_deps":12,"triggers":12,"unknown_dirs":"00c0"}"#,
+            r#"{"id":"ab","n":5,"retry":1782864000000,"awaiting":1,"decided_by":{"m":2},"review":{"at":"2026-07-11T00:00:00Z","path":"src/a"},"stuck":1,"unknown_deps":1,"triggers":2,"unknown_dirs":"ff"}"#,
+            r#"{"id":"ab","n":5,"retry":"2026-07-01T00:00:00Z","review":{"at":"2026-07-11T00:00:00.5+02:00","path":"p"}}"#,
+        ];
+        for line in lines {
+            let saved: Saved = serde_json::from_str(line).unwrap();
+            let summary: Summary = serde_json::from_str(line).unwrap();
+            assert_eq!(
+                saved,
+                Saved {
+                    id: "ab".into(),
+                    summary
+                },
+                "{line}"
+            );
+            assert_eq!(
+                serde_json::from_str::<Saved>(&serde_json::to_string(&saved).unwrap()).unwrap(),
+                saved
+            );
+        }
+        assert!(
+            serde_json::from_str::<Saved>(r#"{"id":"ab"}"#).is_err(),
+            "n is required"
+        );
+    }
 
     #[test]
     fn the_bucket_of_a_path_never_changes() {

@@ -5,7 +5,7 @@
 //! watches, three times each, written and read on every wake.
 
 use chrono::{DateTime, Datelike, NaiveDate, SecondsFormat, Timelike, Utc};
-use serde::{Deserialize, Deserializer, Serializer};
+use serde::{Deserializer, Serializer};
 
 /// The text chrono's `Serialize` gives `t`.
 pub fn text(t: &DateTime<Utc>) -> String {
@@ -66,9 +66,22 @@ pub fn serialize<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Err
     s.serialize_str(&text(t))
 }
 
+/// Takes the text as the deserializer lends it: no copy per time.
+struct TextVisitor;
+
+impl serde::de::Visitor<'_> for TextVisitor {
+    type Value = DateTime<Utc>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("an RFC 3339 time")
+    }
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        parse(v).map_err(E::custom)
+    }
+}
+
 pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<DateTime<Utc>, D::Error> {
-    let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-    parse(&s).map_err(serde::de::Error::custom)
+    d.deserialize_str(TextVisitor)
 }
 
 #[cfg(test)]
