@@ -114,7 +114,17 @@ fn a_commit_outside_the_watched_path_stays_a_no_op_whatever_the_early_load_found
     fs::write(&sb.state, text.replace("\"records\":2", "\"records\":3")).unwrap();
     sb.repo.write("elsewhere/readme.md", "not watched\n");
     sb.repo.commit("outside the watched path");
-    expect_code(&sb.tick(&at(1), &[]), 0);
+    let (bytes, mtime) = (
+        fs::read(&sb.state).unwrap(),
+        fs::metadata(&sb.state).unwrap().modified().unwrap(),
+    );
+    let noop = sb.tick(&at(1), &[]);
+    expect_code(&noop, 0);
+    // Invariant 2 holds for it: one request, no file read, the state as it was.
+    assert_eq!(noop.json()["requests"], 1, "{}", noop.stdout);
+    assert_eq!(noop.json()["file_reads"], 0, "{}", noop.stdout);
+    assert_eq!(fs::read(&sb.state).unwrap(), bytes);
+    assert_eq!(fs::metadata(&sb.state).unwrap().modified().unwrap(), mtime);
     sb.repo.write(&format!("{WATCHED}/a.js"), "// a, edited\n");
     sb.repo.commit("inside");
     let out = sb.tick(&at(2), &[]);
