@@ -2,6 +2,7 @@
 //! and the decision journal.
 
 pub mod decisions;
+mod decode;
 pub mod encode;
 pub mod files;
 pub mod journal;

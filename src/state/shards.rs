@@ -60,12 +60,12 @@ pub struct Tail {
 
 /// One shard file.
 #[derive(Serialize, Deserialize)]
-struct ShardFile {
-    bucket: usize,
-    of: usize,
-    files: BTreeMap<String, FileRecord>,
+pub(super) struct ShardFile {
+    pub bucket: usize,
+    pub of: usize,
+    pub files: BTreeMap<String, FileRecord>,
     #[serde(default)]
-    importers: BTreeMap<String, Vec<String>>,
+    pub importers: BTreeMap<String, Vec<String>>,
 }
 
 /// The buckets for `records` records.
@@ -174,8 +174,11 @@ fn read_shard(dir: &Path, state: &Path, saved: &Saved, i: usize, of: usize) -> R
             "does not match its name (it was changed or torn)".into(),
         ));
     }
-    let file: ShardFile = serde_json::from_slice(&bytes)
-        .map_err(|e| damaged(format!("is not a valid shard: {e}")))?;
+    let file: ShardFile = match super::decode::shard(&bytes) {
+        Some(file) => file,
+        None => serde_json::from_slice(&bytes)
+            .map_err(|e| damaged(format!("is not a valid shard: {e}")))?,
+    };
     if file.bucket != i || file.of != of {
         return Err(damaged(format!(
             "holds bucket {} of {}, not {i} of {of}",

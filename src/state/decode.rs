@@ -1,0 +1,488 @@
+//! A direct reader for the shard files sentinel writes, the other half of
+//! `encode`: a wake parses the two or three shards it touches, and serde's
+//! generic path was a fifth of a 1-file wake's instructions.
+//!
+//! It reads exactly the layout the writer produces (its field order, its
+//! newlines, strings without escapes, integer timestamps) and gives `None`
+//! for anything else: then the shard is read by serde as before, which alone
+//! decides what is accepted and what error a damaged shard reports. So a
+//! shard written by hand, by an older build or with an escaped path costs
+//! the old price and means the same.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+
+use super::schema::{ContentFacts, Decision, FileRecord, Outcome};
+use super::shards::ShardFile;
+
+/// The shard in `bytes`, when it is laid out as the writer lays it out.
+pub(super) fn shard(bytes: &[u8]) -> Option<ShardFile> {
+    let mut c = Cursor { b: bytes, at: 0 };
+    c.eat(b"{\"bucket\":")?;
+    let bucket = usize::try_from(c.u64()?).ok()?;
+    c.eat(b",\"of\":")?;
+    let of = usize::try_from(c.u64()?).ok()?;
+    c.eat(b",\"files\":{")?;
+    let files = c.entries(Cursor::record)?;
+    c.eat(b",\"importers\":{")?;
+    let importers = c.entries(Cursor::strs)?;
+    c.eat(b"}\n")?;
+    (c.at == bytes.len()).then_some(ShardFile {
+        bucket,
+        of,
+        files,
+        importers,
+    })
+}
+
+struct Cursor<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn eat(&mut self, lit: &[u8]) -> Option<()> {
+        let end = self.at.checked_add(lit.len())?;
+        (self.b.get(self.at..end)? == lit).then(|| self.at = end)
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.b.get(self.at).copied()
+    }
+
+    /// `\n"key":value` entries, `,`-separated, up to `\n}`; keys strictly
+    /// ascending, as the writer's path order has them (serde would keep
+    /// the last of two equal keys: leave that to it).
+    fn entries<T>(&mut self, value: fn(&mut Self) -> Option<T>) -> Option<BTreeMap<String, T>> {
+        let mut out: Vec<(String, T)> = Vec::new();
+        loop {
+            if !out.is_empty() {
+                if self.eat(b"\n}").is_some() {
+                    break;
+                }
+                self.eat(b",")?;
+            }
+            self.eat(b"\n")?;
+            if out.is_empty() && self.eat(b"}").is_some() {
+                break;
+            }
+            let key = self.str()?;
+            if out.last().is_some_and(|(last, _)| last.as_str() >= key) {
+                return None;
+            }
+            self.eat(b":")?;
+            out.push((key.to_string(), value(self)?));
+        }
+        // Sorted: built in bulk, every node full.
+        Some(out.into_iter().collect())
+    }
+
+    /// A string without escapes or control bytes (the writer leaves those
+    /// to serde, and so does this reader).
+    fn str(&mut self) -> Option<&'a str> {
+        self.eat(b"\"")?;
+        let rest = self.b.get(self.at..)?;
+        let len = rest
+            .iter()
+            .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
+        if rest[len] != b'"' {
+            return None;
+        }
+        let s = std::str::from_utf8(&rest[..len]).ok()?;
+        self.at += len + 1;
+        Some(s)
+    }
+
+    fn string(&mut self) -> Option<String> {
+        self.str().map(str::to_string)
+    }
+
+    fn strs(&mut self) -> Option<Vec<String>> {
+        self.eat(b"[")?;
+        let mut out = Vec::new();
+        if self.eat(b"]").is_some() {
+            return Some(out);
+        }
+        loop {
+            out.push(self.string()?);
+            if self.eat(b"]").is_some() {
+                return Some(out);
+            }
+            self.eat(b",")?;
+        }
+    }
+
+    /// An unsigned integer as serde_json reads one: no sign, no leading
+    /// zero, no fraction or exponent, no overflow.
+    fn u64(&mut self) -> Option<u64> {
+        let rest = self.b.get(self.at..)?;
+        let len = rest
+            .iter()
+            .position(|b| !b.is_ascii_digit())
+            .unwrap_or(rest.len());
+        if len == 0 || (len > 1 && rest[0] == b'0') {
+            return None;
+        }
+        if matches!(rest.get(len), Some(b'.' | b'e' | b'E')) {
+            return None;
+        }
+        let mut n: u64 = 0;
+        for &d in &rest[..len] {
+            n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+        }
+        self.at += len;
+        Some(n)
+    }
+
+    fn u32(&mut self) -> Option<u32> {
+        u32::try_from(self.u64()?).ok()
+    }
+
+    /// A timestamp the writer wrote: non-negative milliseconds.
+    fn ts(&mut self) -> Option<DateTime<Utc>> {
+        DateTime::from_timestamp_millis(i64::try_from(self.u64()?).ok()?)
+    }
+
+    fn ts_list(&mut self) -> Option<Vec<DateTime<Utc>>> {
+        self.eat(b"[")?;
+        let mut out = Vec::new();
+        if self.eat(b"]").is_some() {
+            return Some(out);
+        }
+        loop {
+            out.push(self.ts()?);
+            if self.eat(b"]").is_some() {
+                return Some(out);
+            }
+            self.eat(b",")?;
+        }
+    }
+
+    /// A small nested object read by serde (escapes and all): only its
+    /// extent is found here.
+    fn nested<T: serde::de::DeserializeOwned>(&mut self) -> Option<T> {
+        let start = self.at;
+        let (mut depth, mut in_str, mut escaped) = (0usize, false, false);
+        loop {
+            let b = self.peek()?;
+            self.at += 1;
+            if in_str {
+                match (escaped, b) {
+                    (true, _) => escaped = false,
+                    (false, b'\\') => escaped = true,
+                    (false, b'"') => in_str = false,
+                    _ => {}
+                }
+                continue;
+            }
+            match b {
+                b'"' => in_str = true,
+                b'{' | b'[' => depth += 1,
+                b'}' | b']' => {
+                    depth = depth.checked_sub(1)?;
+                    if depth == 0 {
+                        break;
+                    }
+                }
+                _ if depth == 0 => return None,
+                _ => {}
+            }
+        }
+        serde_json::from_slice(&self.b[start..self.at]).ok()
+    }
+
+    fn content(&mut self) -> Option<ContentFacts> {
+        self.eat(b"{\"hash\":")?;
+        let hash = self.string()?;
+        self.eat(b",\"chars\":")?;
+        let chars = self.u64()?;
+        let imports = if self.eat(b",\"imports\":").is_some() {
+            self.strs()?
+        } else {
+            Vec::new()
+        };
+        self.eat(b"}")?;
+        Some(ContentFacts {
+            hash,
+            chars,
+            imports,
+        })
+    }
+
+    fn decision(&mut self) -> Option<Decision> {
+        self.eat(b"{\"outcome\":")?;
+        let name = self.str()?;
+        let outcome = Outcome::ALL.into_iter().find(|o| o.as_str() == name)?;
+        self.eat(b",\"reason\":")?;
+        let reason = self.string()?;
+        self.eat(b",\"ts\":")?;
+        let ts = self.ts()?;
+        let by = if self.eat(b",\"by\":").is_some() {
+            Some(self.string()?)
+        } else {
+            None
+        };
+        self.eat(b"}")?;
+        Some(Decision {
+            outcome,
+            reason,
+            ts,
+            by,
+        })
+    }
+
+    /// One record, its fields in the writer's order (`encode::put_record`).
+    fn record(&mut self) -> Option<FileRecord> {
+        self.eat(b"{\"blob\":")?;
+        let mut r = FileRecord {
+            blob: self.string()?,
+            ..FileRecord::default()
+        };
+        let mut last_ts = None;
+        // Each field at most once and in order: a field seen out of order
+        // ends the fast path.
+        let mut next = 0usize;
+        while self.eat(b",\"").is_some() {
+            let key = self.str_rest()?;
+            let at = FIELDS.iter().position(|f| *f == key)?;
+            if at < next {
+                return None;
+            }
+            next = at + 1;
+            match key {
+                "content" => r.content = Some(self.content()?),
+                "fingerprint" => r.fingerprint = Some(self.string()?),
+                "decision" => r.decision = Some(self.decision()?),
+                "changed_ts" => r.changed_ts = Some(self.ts()?),
+                "review" => r.review = Some(self.nested()?),
+                "rollback_streak" => r.rollback_streak = self.u32()?,
+                "deps" => r.deps = self.strs()?,
+                "first_ts" => r.first_ts = Some(self.ts()?),
+                "last_ts" => last_ts = Some(self.ts()?),
+                "evaluations" => r.evaluations = self.u64()?,
+                "reuses" => r.reuses = self.u64()?,
+                "tokens_saved" => r.tokens_saved = self.u64()?,
+                "retry" => r.retry = Some(self.nested()?),
+                "own_output" => r.own_output = self.strs()?,
+                "rewrites" => r.rewrites = self.ts_list()?,
+                "stuck" => {
+                    self.eat(b"true")?;
+                    r.stuck = true;
+                }
+                _ => return None,
+            }
+        }
+        self.eat(b"}")?;
+        r.last_ts = last_ts?;
+        Some(r)
+    }
+
+    /// The rest of a key whose opening quote was eaten, and its colon.
+    fn str_rest(&mut self) -> Option<&'a str> {
+        self.at -= 1;
+        let key = self.str()?;
+        self.eat(b":")?;
+        Some(key)
+    }
+}
+
+/// `FileRecord`'s fields after `blob`, in the order the writer puts them.
+const FIELDS: [&str; 16] = [
+    "content",
+    "fingerprint",
+    "decision",
+    "changed_ts",
+    "review",
+    "rollback_streak",
+    "deps",
+    "first_ts",
+    "last_ts",
+    "evaluations",
+    "reuses",
+    "tokens_saved",
+    "retry",
+    "own_output",
+    "rewrites",
+    "stuck",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::State;
+    use crate::state::files::Rules;
+    use crate::state::records::lifecycle::Review;
+    use crate::state::records::retry::{Retry, Wait};
+    use crate::state::shards;
+    use std::collections::BTreeSet;
+
+    const NO_RULES: Rules = Rules {
+        locked: |_, _| false,
+        review_due: |_, _, _| None,
+        import_dirs: |_, _| BTreeSet::new(),
+    };
+
+    fn ts(ms: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp_millis(ms).unwrap()
+    }
+
+    /// Every field set, or (`i` odd) every optional one left out.
+    fn record(i: usize) -> FileRecord {
+        let base = FileRecord {
+            blob: format!("{i:040x}"),
+            last_ts: ts(1_782_864_000_000 + i as i64),
+            evaluations: i as u64,
+            ..FileRecord::default()
+        };
+        if i % 2 == 1 {
+            return base;
+        }
+        FileRecord {
+            content: Some(ContentFacts {
+                hash: "0123456789abcdef".into(),
+                chars: u64::MAX - i as u64,
+                imports: if i.is_multiple_of(4) {
+                    vec!["./a.js".into(), "../b".into()]
+                } else {
+                    vec![]
+                },
+            }),
+            fingerprint: Some(format!("fp{i}|low|doc|0.90|deps:-")),
+            decision: Some(Decision {
+                outcome: Outcome::ALL[i % Outcome::ALL.len()],
+                reason: format!("reason {i} é ✓"),
+                ts: ts(0),
+                by: i.is_multiple_of(3).then(|| "openai:gpt-4o-mini".into()),
+            }),
+            changed_ts: Some(ts(5)),
+            review: Some(Review {
+                next: ts(1_000),
+                interval_days: 7,
+            }),
+            rollback_streak: u32::MAX,
+            deps: vec![format!("f{}.js", i / 2), "f0.js".into()],
+            first_ts: Some(ts(1)),
+            reuses: 3,
+            tokens_saved: u64::MAX,
+            retry: Some(Retry {
+                fingerprint: "fp \"quoted\"".into(),
+                failures: 2,
+                not_before: ts(9),
+                wait: Wait::Backoff,
+                at_once: true,
+            }),
+            own_output: vec!["abc".into(), "def".into()],
+            rewrites: vec![ts(1), ts(2)],
+            stuck: true,
+            ..base
+        }
+    }
+
+    /// The shard files of a saved state of `n` varied records.
+    pub(super) fn written(dir: &std::path::Path, n: usize) -> Vec<Vec<u8>> {
+        let path = dir.join("state.json");
+        let mut state = State::new();
+        state.files.set_rules(NO_RULES);
+        for i in 0..n {
+            state
+                .files
+                .insert(format!("src/d{}/f{i}.js", i % 13), record(i));
+        }
+        shards::save(&path, &state).unwrap();
+        shards::shard_files(&path)
+            .iter()
+            .map(|f| std::fs::read(f).unwrap())
+            .collect()
+    }
+
+    fn by_serde(bytes: &[u8]) -> Option<ShardFile> {
+        serde_json::from_slice(bytes).ok()
+    }
+
+    fn same(a: &ShardFile, b: &ShardFile) -> bool {
+        (a.bucket, a.of, &a.files, &a.importers) == (b.bucket, b.of, &b.files, &b.importers)
+    }
+
+    #[test]
+    fn a_shard_the_writer_wrote_is_read_directly_as_serde_reads_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let shards = written(dir.path(), 600);
+        assert!(shards.len() > 1);
+        let mut importers = 0;
+        for bytes in &shards {
+            let direct = shard(bytes).expect("the writer's own layout is read directly");
+            assert!(same(&direct, &by_serde(bytes).unwrap()));
+            importers += direct.importers.len();
+        }
+        assert!(importers > 0, "the index was read too");
+    }
+
+    #[test]
+    fn anything_but_the_writers_layout_is_left_to_serde() {
+        let dir = tempfile::tempdir().unwrap();
+        let bytes = written(dir.path(), 40).swap_remove(0);
+        let text = String::from_utf8(bytes).unwrap();
+        assert!(shard(text.as_bytes()).is_some());
+        let first_blob = text.find("{\"blob\":").unwrap();
+        let edits: Vec<(&str, String)> = vec![
+            (
+                "an escaped path",
+                text.replacen("\n\"src/", "\n\"src\\/", 1),
+            ),
+            (
+                "an unknown field",
+                text.replacen("{\"blob\":", "{\"extra\":1,\"blob\":", 1),
+            ),
+            ("a field out of order", {
+                let mut t = text.clone();
+                t.insert_str(first_blob + 1, "\"evaluations\":1,");
+                t
+            }),
+            ("a space", text.replacen("\"of\":", "\"of\": ", 1)),
+            (
+                "a negative time",
+                text.replacen("\"last_ts\":", "\"last_ts\":-", 1),
+            ),
+            (
+                "a fraction",
+                text.replacen("\"evaluations\":", "\"evaluations\":1.5,\"x\":", 1),
+            ),
+            (
+                "a leading zero",
+                text.replacen("\"reuses\":", "\"reuses\":0", 1),
+            ),
+            (
+                "null",
+                text.replacen("\"reuses\":", "\"reuses\":null,\"y\":", 1),
+            ),
+            ("a trailing byte", format!("{text} ")),
+            (
+                "a missing last_ts",
+                text.replacen("\"last_ts\":", "\"last_tz\":", 1),
+            ),
+            (
+                "an unknown outcome",
+                text.replacen("\"outcome\":\"", "\"outcome\":\"x", 1),
+            ),
+            (
+                "a u32 overflow",
+                text.replacen("\"rollback_streak\":", "\"rollback_streak\":9", 1),
+            ),
+            ("truncated", text[..text.len() / 2].to_string()),
+        ];
+        for (what, edited) in edits {
+            assert_ne!(edited, text, "{what}: the edit applies");
+            assert!(
+                shard(edited.as_bytes()).is_none(),
+                "{what} is read by serde"
+            );
+        }
+        // What serde accepts that the writer never writes keeps its meaning.
+        let spaced = text.replacen("\"of\":", "\"of\": ", 1);
+        assert!(same(
+            &by_serde(spaced.as_bytes()).unwrap(),
+            &shard(text.as_bytes()).unwrap()
+        ));
+    }
+}
