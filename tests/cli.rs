@@ -74,6 +74,8 @@ mod stuck_ends;
 mod templates;
 #[path = "e2e/wake_reads.rs"]
 mod wake_reads;
+#[path = "e2e/wake_walk.rs"]
+mod wake_walk;
 #[path = "e2e/wakes.rs"]
 mod wakes;
 #[path = "e2e/way_two.rs"]
