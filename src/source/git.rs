@@ -82,15 +82,26 @@ struct Asking<'a> {
 }
 
 impl super::git_objects::Objects for Asking<'_> {
-    fn object(&mut self, id: &str, limit: u64) -> Option<(String, Vec<u8>)> {
-        match self.cat_file.object(id, limit) {
-            Ok(answer) => Some(answer),
-            Err(ReadFailure::Refused(_)) => None,
-            Err(ReadFailure::Broken(_)) => {
-                self.broken = true;
-                None
-            }
+    fn objects(&mut self, ids: &[String], limit: u64) -> Vec<Option<super::git_objects::Object>> {
+        let mut answers = Vec::with_capacity(ids.len());
+        if self.broken || self.cat_file.ask(ids).is_err() {
+            self.broken = true;
         }
+        for id in ids {
+            if self.broken {
+                answers.push(None);
+                continue;
+            }
+            answers.push(match self.cat_file.object(id, limit) {
+                Ok(answer) => Some(answer),
+                Err(ReadFailure::Refused(_)) => None,
+                Err(ReadFailure::Broken(_)) => {
+                    self.broken = true;
+                    None
+                }
+            });
+        }
+        answers
     }
 }
 
@@ -750,17 +761,29 @@ impl CatFile {
         self.answer(blob, limit)
     }
 
-    /// Asks for any object and waits for its kind and bytes; one over
-    /// `limit` is refused without being held.
+    /// Asks for all of `ids` in one write; their answers are then read in
+    /// order with `object`. Only ids, and few enough to fit in the pipe
+    /// (`git_objects` asks at most 64 at once).
+    fn ask(&mut self, ids: &[String]) -> io::Result<()> {
+        let stdin = self
+            .stdin
+            .as_mut()
+            .ok_or_else(|| io::Error::other("cat-file takes its ids from another writer"))?;
+        let mut list = Vec::with_capacity(ids.len() * 41);
+        for id in ids {
+            if !is_object_id(id) {
+                return Err(io::Error::other(format!("`{id}` is not an object id")));
+            }
+            list.extend_from_slice(id.as_bytes());
+            list.push(b'\n');
+        }
+        stdin.write_all(&list).and_then(|()| stdin.flush())
+    }
+
+    /// The next answer, for `id` (asked with `ask`): its kind and bytes;
+    /// one over `limit` is refused without being held.
     fn object(&mut self, id: &str, limit: u64) -> Result<(String, Vec<u8>), ReadFailure> {
         let broken = |err: io::Error| ReadFailure::Broken(format!("cat-file stopped: {err}"));
-        let stdin = self.stdin.as_mut().ok_or_else(|| {
-            ReadFailure::Broken("cat-file takes its ids from another writer".to_string())
-        })?;
-        stdin
-            .write_all(format!("{id}\n").as_bytes())
-            .and_then(|()| stdin.flush())
-            .map_err(broken)?;
         let (kind, size) = self.read_header(id)?;
         if size > limit {
             self.skip(size)?;
@@ -2150,5 +2173,69 @@ mod tests {
         repo.git(&["checkout", "-q", "--orphan", "fresh"]);
         let fresh = repo.commit("root");
         assert_eq!(orphan.object_walk(&root, &fresh), None);
+    }
+
+    /// Each round trip to git waits for it to be scheduled: the walk asks
+    /// for what it knows it needs together, one round trip per level.
+    #[test]
+    fn a_one_commit_walk_asks_git_once_per_level_not_once_per_object() {
+        struct Counting<'a>(Asking<'a>, Vec<usize>);
+        impl crate::source::git_objects::Objects for Counting<'_> {
+            fn objects(
+                &mut self,
+                ids: &[String],
+                limit: u64,
+            ) -> Vec<Option<crate::source::git_objects::Object>> {
+                self.1.push(ids.len());
+                self.0.objects(ids, limit)
+            }
+        }
+        let repo = Repo::new();
+        repo.write("src/d/f.js", "f");
+        repo.write("src/d/g.js", "g");
+        repo.write("src/e/h.js", "h");
+        let from = repo.commit("one");
+        repo.write("src/d/f.js", "f2");
+        let tip = repo.commit("two");
+        let source = repo.source(Some("src"));
+        let mut cat_file = CatFile::spawn(source.git()).unwrap();
+        let mut counting = Counting(
+            Asking {
+                cat_file: &mut cat_file,
+                broken: false,
+            },
+            Vec::new(),
+        );
+        let walk =
+            crate::source::git_objects::walk(&mut counting, &from, &tip, Some("src")).unwrap();
+        // The two commits, their root trees, the two `src`, the two `src/d`.
+        assert_eq!(counting.1, [2, 2, 2, 2]);
+        assert_eq!(walk.head, tip);
+        assert_eq!(
+            walk.changes,
+            [Change::Upsert {
+                path: "src/d/f.js".into(),
+                blob: repo.blob(&format!("{tip}:src/d/f.js")),
+            }]
+        );
+        cat_file.close();
+    }
+
+    /// More subtrees changed than one request takes are asked in several.
+    #[test]
+    fn a_walk_over_more_changed_directories_than_one_request_takes_still_answers() {
+        let repo = Repo::new();
+        for i in 0..150 {
+            repo.write(&format!("src/d{i}/f.js"), "f");
+        }
+        let from = repo.commit("one");
+        for i in 0..150 {
+            repo.write(&format!("src/d{i}/f.js"), "f2");
+        }
+        let tip = repo.commit("two");
+        let mut source = repo.source(Some("src"));
+        let walked = source.object_walk(&from, &tip).unwrap();
+        assert_eq!(walked.changes.len(), 150);
+        assert_eq!(Some(walked), source.log_walk(&from, &tip));
     }
 }

@@ -19,12 +19,21 @@ use super::git_walk::{MAX_BYTES, MAX_COMMITS, Walk};
 /// are longer, and give way to the log walk).
 const ID_LEN: usize = 20;
 
+/// An object's kind (`commit`, `tree`, ...) and bytes.
+pub(crate) type Object = (String, Vec<u8>);
+
 /// Objects by id, as `cat-file --batch` answers them.
 pub(crate) trait Objects {
-    /// The kind (`commit`, `tree`, ...) and bytes of `id`; `None` when it
-    /// is missing, larger than `limit` bytes, or could not be read.
-    fn object(&mut self, id: &str, limit: u64) -> Option<(String, Vec<u8>)>;
+    /// Each of `ids`, in order, asked all at once so that a round trip
+    /// costs one wait for git, not one per object; `None` for one that is
+    /// missing, larger than `limit` bytes, or could not be read.
+    fn objects(&mut self, ids: &[String], limit: u64) -> Vec<Option<Object>>;
 }
+
+/// The most ids asked at once: all of them (41 bytes each) fit in one page
+/// of the pipe to git, its smallest size, so the writing never waits for
+/// git to read while git waits for its answers to be read.
+const MAX_BATCH: usize = 64;
 
 /// A tree entry's kind, by its mode; only the modes git writes itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,6 +98,8 @@ struct Reader<'a> {
     objects: &'a mut dyn Objects,
     /// Bytes that may still be read for this walk.
     budget: u64,
+    /// Answers fetched ahead of their use, by id.
+    fetched: HashMap<String, Option<Object>>,
     trees: HashMap<[u8; ID_LEN], Rc<Vec<Entry>>>,
 }
 
@@ -105,15 +116,18 @@ pub(crate) fn walk(
     let mut reader = Reader {
         objects,
         budget: MAX_BYTES,
+        fetched: HashMap::new(),
         trees: HashMap::new(),
     };
     let line = reader.line(from, tip)?;
     let base = reader.commit(from)?;
-    let base = reader.at(base.tree, &parts)?;
-    let nodes = line
+    let roots: Vec<[u8; ID_LEN]> = line
         .iter()
-        .map(|(_, c)| reader.at(c.tree, &parts))
-        .collect::<Option<Vec<_>>>()?;
+        .map(|(_, c)| c.tree)
+        .chain([base.tree])
+        .collect();
+    let mut nodes = reader.at(&roots, &parts)?;
+    let base = nodes.pop()?;
     let mut head = None;
     let mut reverts = Vec::new();
     for (i, (id, commit)) in line.iter().enumerate() {
@@ -195,6 +209,8 @@ impl Reader<'_> {
         }
         let mut line = Vec::new();
         let mut id = tip.to_string();
+        // Most wakes are one commit on the remembered head: both at once.
+        self.fetch(&[tip.to_string(), from.to_string()]);
         while id != from {
             if line.len() == MAX_COMMITS {
                 return None;
@@ -209,9 +225,47 @@ impl Reader<'_> {
         (!line.is_empty()).then_some(line)
     }
 
+    /// Asks for the `ids` not fetched yet, all at once, within the budget.
+    fn fetch(&mut self, ids: &[String]) {
+        let mut wanted: Vec<String> = Vec::new();
+        for id in ids {
+            if !self.fetched.contains_key(id) && !wanted.contains(id) {
+                wanted.push(id.clone());
+            }
+        }
+        for batch in wanted.chunks(MAX_BATCH) {
+            let answers = self.objects.objects(batch, self.budget);
+            for (id, answer) in batch.iter().zip(answers) {
+                let answer =
+                    answer.filter(
+                        |(_, bytes)| match self.budget.checked_sub(bytes.len() as u64) {
+                            Some(left) => {
+                                self.budget = left;
+                                true
+                            }
+                            None => false,
+                        },
+                    );
+                self.fetched.insert(id.clone(), answer);
+            }
+        }
+    }
+
+    /// Asks for the trees among `ids` not read yet, all at once.
+    fn fetch_trees(&mut self, ids: impl IntoIterator<Item = [u8; ID_LEN]>) {
+        let ids: Vec<String> = ids
+            .into_iter()
+            .filter(|id| !self.trees.contains_key(id))
+            .map(|id| hex(&id))
+            .collect();
+        self.fetch(&ids);
+    }
+
     fn read(&mut self, id: &str, kind: &str) -> Option<Vec<u8>> {
-        let (got, bytes) = self.objects.object(id, self.budget)?;
-        self.budget = self.budget.checked_sub(bytes.len() as u64)?;
+        if !self.fetched.contains_key(id) {
+            self.fetch(&[id.to_string()]);
+        }
+        let (got, bytes) = self.fetched.remove(id)??;
         (got == kind).then_some(bytes)
     }
 
@@ -228,24 +282,32 @@ impl Reader<'_> {
         Some(entries)
     }
 
-    /// What `parts` names below the root tree `root`: `Some(None)` when
-    /// nothing.
-    fn at(&mut self, root: [u8; ID_LEN], parts: &[&[u8]]) -> Option<Option<Node>> {
-        let mut node = Node {
-            kind: Kind::Tree,
-            id: root,
-        };
+    /// What `parts` names below each of the root trees `roots` (`None`
+    /// where nothing), one level of all of them at a time.
+    fn at(&mut self, roots: &[[u8; ID_LEN]], parts: &[&[u8]]) -> Option<Vec<Option<Node>>> {
+        let mut nodes: Vec<Option<Node>> = roots
+            .iter()
+            .map(|&id| {
+                Some(Node {
+                    kind: Kind::Tree,
+                    id,
+                })
+            })
+            .collect();
         for part in parts {
-            if node.kind != Kind::Tree {
-                return Some(None);
-            }
-            let entries = self.tree(node.id)?;
-            match entries.iter().find(|e| e.name == *part) {
-                Some(e) => node = e.node,
-                None => return Some(None),
+            let trees = nodes.iter().flatten().filter(|n| n.kind == Kind::Tree);
+            self.fetch_trees(trees.map(|n| n.id).collect::<Vec<_>>());
+            for node in &mut nodes {
+                *node = match *node {
+                    Some(n) if n.kind == Kind::Tree => {
+                        let entries = self.tree(n.id)?;
+                        entries.iter().find(|e| e.name == *part).map(|e| e.node)
+                    }
+                    _ => None,
+                };
             }
         }
-        Some(Some(node))
+        Some(nodes)
     }
 
     /// Every path at or under `path` whose leaf (kind, id) differs between
@@ -283,6 +345,7 @@ impl Reader<'_> {
         if old_tree == new_tree {
             return Some(());
         }
+        self.fetch_trees(old_tree.into_iter().chain(new_tree));
         let empty = Rc::new(Vec::new());
         let olds = match old_tree {
             Some(id) => self.tree(id)?,
@@ -292,6 +355,7 @@ impl Reader<'_> {
             Some(id) => self.tree(id)?,
             None => empty,
         };
+        let mut pairs = Vec::new();
         let (mut i, mut j) = (0, 0);
         while i < olds.len() || j < news.len() {
             let order = match (olds.get(i), news.get(j)) {
@@ -299,19 +363,27 @@ impl Reader<'_> {
                 (Some(_), None) => Ordering::Less,
                 _ => Ordering::Greater,
             };
-            let (name, a, b) = match order {
+            let pair = match order {
                 Ordering::Less => (&olds[i].name, Some(olds[i].node), None),
                 Ordering::Greater => (&news[j].name, None, Some(news[j].node)),
                 Ordering::Equal => (&olds[i].name, Some(olds[i].node), Some(news[j].node)),
             };
+            if pair.1 != pair.2 {
+                pairs.push(pair);
+            }
+            i += usize::from(order != Ordering::Greater);
+            j += usize::from(order != Ordering::Less);
+        }
+        // The subtrees the pairs need, asked in one round trip.
+        let subtrees = pairs.iter().flat_map(|(_, a, b)| [*a, *b]).flatten();
+        self.fetch_trees(subtrees.filter(|n| n.kind == Kind::Tree).map(|n| n.id));
+        for (name, a, b) in pairs {
             let mut child = path.to_vec();
             if !child.is_empty() {
                 child.push(b'/');
             }
             child.extend_from_slice(name);
             self.diff_into(&child, a, b, out)?;
-            i += usize::from(order != Ordering::Greater);
-            j += usize::from(order != Ordering::Less);
         }
         Some(())
     }
