@@ -58,43 +58,20 @@ pub struct GitSource {
     begun: Option<Begun>,
 }
 
-/// The walk since the remembered head, started early on a thread of its
-/// own so that git's start-up and the walk's round trips run while the
-/// tick loads its state. Its `cat-file --batch` runs without `--buffer`:
-/// the walk needs each answer before its next question.
+/// The `cat-file --batch` the walk since the remembered head reads its
+/// objects through, started early so that git's start-up runs while the
+/// tick loads its state. Without `--buffer`: the walk asks one object at a
+/// time and needs each answer before the next question.
 struct Begun {
     from: String,
     tip: String,
-    /// The child's pid (for the tests).
-    #[cfg_attr(not(test), allow(dead_code))]
-    pid: u32,
-    walking: JoinHandle<Walked>,
+    cat_file: CatFile,
 }
-
-/// What a walk hands back: its child, its answer, and whether the child's
-/// pipe went out of step.
-type Walked = (CatFile, Option<super::git_walk::Walk>, bool);
 
 impl Begun {
-    fn join(self) -> Option<Walked> {
-        self.walking.join().ok()
-    }
-
     fn kill(self) {
-        if let Some((cat_file, _, _)) = self.join() {
-            cat_file.kill();
-        }
+        self.cat_file.kill();
     }
-}
-
-fn walk_through(mut cat_file: CatFile, from: &str, tip: &str, path: Option<&str>) -> Walked {
-    let mut asking = Asking {
-        cat_file: &mut cat_file,
-        broken: false,
-    };
-    let walk = super::git_objects::walk(&mut asking, from, tip, path);
-    let broken = asking.broken;
-    (cat_file, walk, broken)
 }
 
 /// `git_objects`' view of a `cat-file --batch` child; `broken` when the
@@ -329,17 +306,21 @@ impl GitSource {
     /// The walk from the objects, read through the child `begin` started
     /// (or one started now), which then stays to read the wake's contents.
     fn object_walk(&mut self, from: &str, tip: &str) -> Option<super::git_walk::Walk> {
-        let (cat_file, walk, broken) = match self.begun.take() {
-            Some(b) if b.from == from && b.tip == tip => b.join()?,
+        let mut cat_file = match self.begun.take() {
+            Some(b) if b.from == from && b.tip == tip => b.cat_file,
             other => {
                 if let Some(stale) = other {
                     stale.kill();
                 }
-                let cat_file = CatFile::spawn(self.git()).ok()?;
-                walk_through(cat_file, from, tip, self.path.as_deref())
+                CatFile::spawn(self.git()).ok()?
             }
         };
-        if broken {
+        let mut asking = Asking {
+            cat_file: &mut cat_file,
+            broken: false,
+        };
+        let walk = super::git_objects::walk(&mut asking, from, tip, self.path.as_deref());
+        if asking.broken {
             cat_file.kill();
         } else if self.warm.is_none() && self.stream.is_none() {
             self.warm = Some(cat_file);
@@ -544,23 +525,12 @@ impl Source for GitSource {
         if let Some(old) = self.begun.take() {
             old.kill();
         }
-        let Ok(cat_file) = CatFile::spawn(self.git()) else {
-            return false;
-        };
-        let pid = cat_file.child.id();
-        let (from, at, path) = (k.head.clone(), tip.clone(), self.path.clone());
-        // Should no thread start, the child is dropped with the closure: its
-        // input closes and it ends by itself.
-        let walking = std::thread::Builder::new()
-            .name("git walk".into())
-            .spawn(move || walk_through(cat_file, &from, &at, path.as_deref()));
-        match walking {
-            Ok(walking) => {
+        match CatFile::spawn(self.git()) {
+            Ok(cat_file) => {
                 self.begun = Some(Begun {
                     from: k.head.clone(),
                     tip,
-                    pid,
-                    walking,
+                    cat_file,
                 });
                 true
             }
@@ -1631,7 +1601,7 @@ mod tests {
 
         let mut source = repo.source(Some("src"));
         assert!(source.begin(Some(&known)));
-        let pid = source.begun.as_ref().unwrap().pid;
+        let pid = source.begun.as_ref().unwrap().cat_file.child.id();
         let (head, tip) = source.head_at_tip(Some(&known));
         assert_eq!(
             (head, tip.as_deref()),
@@ -1659,7 +1629,7 @@ mod tests {
         // A walk begun for another remembered head is ended, not used.
         let mut source = repo.source(Some("src"));
         assert!(source.begin(Some(&known)));
-        let stale = source.begun.as_ref().unwrap().pid;
+        let stale = source.begun.as_ref().unwrap().cat_file.child.id();
         let other = crate::state::schema::TipHead {
             tip: "0".repeat(40),
             head: first.clone(),
