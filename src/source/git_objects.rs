@@ -130,6 +130,8 @@ pub(crate) fn walk(
     let base = nodes.pop()?;
     let mut head = None;
     let mut reverts = Vec::new();
+    // One commit's own diff is the whole range's.
+    let mut only = None;
     for (i, (id, commit)) in line.iter().enumerate() {
         let parent = nodes.get(i + 1).copied().unwrap_or(base);
         if parent == nodes[i] {
@@ -143,9 +145,15 @@ pub(crate) fn walk(
         if commit.revert {
             reverts.push(touched(&differs));
         }
+        if line.len() == 1 {
+            only = Some(differs);
+        }
     }
-    let changes = reader
-        .diff(prefix, base, nodes[0])?
+    let differs = match only {
+        Some(differs) => differs,
+        None => reader.diff(prefix, base, nodes[0])?,
+    };
+    let changes = differs
         .into_iter()
         .map(|d| {
             // Lossy, as the compare's own paths are.
