@@ -74,6 +74,8 @@ mod stuck_ends;
 mod templates;
 #[path = "e2e/wake_reads.rs"]
 mod wake_reads;
+#[path = "e2e/wake_walk.rs"]
+mod wake_walk;
 #[path = "e2e/wakes.rs"]
 mod wakes;
 #[path = "e2e/way_two.rs"]
@@ -1048,7 +1050,7 @@ fn sha_unavailable_never_masquerades_as_unchanged() {
 
     // A lookup that fails for a passing reason (a busy repository), once
     // the tip has moved so that git is asked.
-    sb.repo.move_tip();
+    sb.repo.merge_tip();
     sb.fake_git_log("echo 'fatal: simulated outage' >&2; exit 128");
     let report = tick(&sb, &at(2), &[], 11);
     sb.real_git();
@@ -1089,7 +1091,7 @@ fn an_unparsable_head_lookup_wakes_with_sha_unavailable() {
     let head = sb.repo.head();
     tick(&sb, &at(0), &[], 10);
 
-    sb.repo.move_tip();
+    sb.repo.merge_tip();
     sb.fake_git_log("echo 'not-a-commit-id'; exit 0");
     let report = tick(&sb, &at(2), &[], 11);
     let error = report["verdict"]["detail"]["error"].as_str().unwrap();
@@ -1117,7 +1119,7 @@ fn a_failed_head_lookup_still_finds_the_changed_file_and_keeps_the_old_head() {
     let old = sb.repo.head();
     tick(&sb, &at(0), &[], 10);
     sb.repo.write(&p("c.js"), "// c.js\nmodule.exports = 2;\n");
-    let new = sb.repo.commit("change c.js");
+    let new = sb.repo.commit_as_merge("change c.js");
 
     sb.fake_git_log("echo 'fatal: simulated outage' >&2; exit 128");
     let report = tick(&sb, &at(2), &[], 11);
@@ -1154,7 +1156,7 @@ fn an_already_known_content_id_is_not_read_again_after_a_failed_head_lookup() {
     let mut sb = Sandbox::with_files(&FIVE);
     tick(&sb, &at(0), &[], 10);
     sb.repo.write(&p("c.js"), "// c.js\nmodule.exports = 2;\n");
-    sb.repo.commit("change c.js");
+    sb.repo.commit_as_merge("change c.js");
     sb.fake_git_log("exit 128");
     let report = tick(&sb, &at(2), &[], 11);
     assert_eq!(report["file_reads"], 1);
@@ -1306,7 +1308,7 @@ fn a_held_git_lock_is_transient() {
     let head = sb.repo.head();
     tick(&sb, &at(0), &[], 10);
     let lock = sb.repo.root.join(".git/index.lock");
-    sb.repo.move_tip();
+    sb.repo.merge_tip();
     sb.fake_git_log(&format!(
         "echo \"fatal: Unable to create '{}': File exists.\" >&2; exit 128",
         lock.display()

@@ -47,8 +47,9 @@ pub struct GitSource {
     /// The ids announced by `prefetch`, all written at once to a child of
     /// their own; `read` takes their answers in order.
     stream: Option<Stream>,
-    /// A `cat-file --batch --buffer` started by `warm`, waiting for the ids
-    /// of `prefetch`: git's own start-up runs while the state loads.
+    /// A `cat-file --batch` started by `warm` (`--buffer`) or by `begin`
+    /// (the one the walk read its objects through), waiting for the ids of
+    /// `prefetch`: git's own start-up runs while the state loads.
     warm: Option<CatFile>,
     /// The walk since the remembered head that answered this tick's head
     /// lookup; its compare and rollback lookup are answered from it.
@@ -57,18 +58,50 @@ pub struct GitSource {
     begun: Option<Begun>,
 }
 
-/// A `git log` over the commits since the remembered head, started early
-/// so that it runs while the tick loads its state.
+/// The `cat-file --batch` the walk since the remembered head reads its
+/// objects through, started early so that git's start-up runs while the
+/// tick loads its state. Without `--buffer`: the walk asks one object at a
+/// time and needs each answer before the next question.
 struct Begun {
     from: String,
     tip: String,
-    child: Child,
+    cat_file: CatFile,
 }
 
 impl Begun {
-    fn kill(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+    fn kill(self) {
+        self.cat_file.kill();
+    }
+}
+
+/// `git_objects`' view of a `cat-file --batch` child; `broken` when the
+/// pipe went out of step and the child must not be used again.
+struct Asking<'a> {
+    cat_file: &'a mut CatFile,
+    broken: bool,
+}
+
+impl super::git_objects::Objects for Asking<'_> {
+    fn objects(&mut self, ids: &[String], limit: u64) -> Vec<Option<super::git_objects::Object>> {
+        let mut answers = Vec::with_capacity(ids.len());
+        if self.broken || self.cat_file.ask(ids).is_err() {
+            self.broken = true;
+        }
+        for id in ids {
+            if self.broken {
+                answers.push(None);
+                continue;
+            }
+            answers.push(match self.cat_file.object(id, limit) {
+                Ok(answer) => Some(answer),
+                Err(ReadFailure::Refused(_)) => None,
+                Err(ReadFailure::Broken(_)) => {
+                    self.broken = true;
+                    None
+                }
+            });
+        }
+        answers
     }
 }
 
@@ -262,15 +295,45 @@ impl GitSource {
         if !is_object_id(from) || !is_object_id(tip) {
             return None;
         }
-        let mut child = match self.begun.take() {
-            Some(b) if b.from == from && b.tip == tip => b.child,
+        let walk = self
+            .object_walk(from, tip)
+            .or_else(|| self.log_walk(from, tip))?;
+        let head = walk.head.clone();
+        self.walk = Some(walk);
+        Some(head)
+    }
+
+    /// The walk from the objects, read through the child `begin` started
+    /// (or one started now), which then stays to read the wake's contents.
+    fn object_walk(&mut self, from: &str, tip: &str) -> Option<super::git_walk::Walk> {
+        let mut cat_file = match self.begun.take() {
+            Some(b) if b.from == from && b.tip == tip => b.cat_file,
             other => {
                 if let Some(stale) = other {
                     stale.kill();
                 }
-                self.spawn_walk(from, tip).ok()?
+                CatFile::spawn(self.git()).ok()?
             }
         };
+        let mut asking = Asking {
+            cat_file: &mut cat_file,
+            broken: false,
+        };
+        let walk = super::git_objects::walk(&mut asking, from, tip, self.path.as_deref());
+        if asking.broken {
+            cat_file.kill();
+        } else if self.warm.is_none() && self.stream.is_none() {
+            self.warm = Some(cat_file);
+        } else {
+            cat_file.close();
+        }
+        walk
+    }
+
+    /// The walk from one `git log --raw`: what answers when the objects
+    /// could not (and the reference the object walk is tested against).
+    fn log_walk(&mut self, from: &str, tip: &str) -> Option<super::git_walk::Walk> {
+        let mut child = self.spawn_walk(from, tip).ok()?;
         // Bounded: commits far outside the watched path may list many
         // files; past the bound the usual lookups answer instead.
         let limit = super::git_walk::MAX_BYTES;
@@ -288,10 +351,7 @@ impl GitSource {
         if !child.wait().ok()?.success() {
             return None;
         }
-        let walk = super::git_walk::read(&stdout, from, tip, self.path.as_deref())?;
-        let head = walk.head.clone();
-        self.walk = Some(walk);
-        Some(head)
+        super::git_walk::read(&stdout, from, tip, self.path.as_deref())
     }
 
     fn spawn_walk(&self, from: &str, tip: &str) -> io::Result<Child> {
@@ -465,12 +525,12 @@ impl Source for GitSource {
         if let Some(old) = self.begun.take() {
             old.kill();
         }
-        match self.spawn_walk(&k.head, &tip) {
-            Ok(child) => {
+        match CatFile::spawn(self.git()) {
+            Ok(cat_file) => {
                 self.begun = Some(Begun {
                     from: k.head.clone(),
                     tip,
-                    child,
+                    cat_file,
                 });
                 true
             }
@@ -699,6 +759,42 @@ impl CatFile {
             .and_then(|()| stdin.flush())
             .map_err(broken)?;
         self.answer(blob, limit)
+    }
+
+    /// Asks for all of `ids` in one write; their answers are then read in
+    /// order with `object`. Only ids, and few enough to fit in the pipe
+    /// (`git_objects` asks at most 64 at once).
+    fn ask(&mut self, ids: &[String]) -> io::Result<()> {
+        let stdin = self
+            .stdin
+            .as_mut()
+            .ok_or_else(|| io::Error::other("cat-file takes its ids from another writer"))?;
+        let mut list = Vec::with_capacity(ids.len() * 41);
+        for id in ids {
+            if !is_object_id(id) {
+                return Err(io::Error::other(format!("`{id}` is not an object id")));
+            }
+            list.extend_from_slice(id.as_bytes());
+            list.push(b'\n');
+        }
+        stdin.write_all(&list).and_then(|()| stdin.flush())
+    }
+
+    /// The next answer, for `id` (asked with `ask`): its kind and bytes;
+    /// one over `limit` is refused without being held.
+    fn object(&mut self, id: &str, limit: u64) -> Result<(String, Vec<u8>), ReadFailure> {
+        let broken = |err: io::Error| ReadFailure::Broken(format!("cat-file stopped: {err}"));
+        let (kind, size) = self.read_header(id)?;
+        if size > limit {
+            self.skip(size)?;
+            return Err(ReadFailure::Refused(SourceError::TooLarge { size, limit }));
+        }
+        let len = usize::try_from(size)
+            .map_err(|_| ReadFailure::Broken(format!("{size} bytes do not fit in memory")))?;
+        let mut bytes = vec![0; len];
+        self.stdout.read_exact(&mut bytes).map_err(broken)?;
+        self.end_of_answer()?;
+        Ok((kind, bytes))
     }
 
     /// Passes over the answer for `blob`, asked for but no longer wanted,
@@ -1505,7 +1601,7 @@ mod tests {
 
         let mut source = repo.source(Some("src"));
         assert!(source.begin(Some(&known)));
-        let pid = source.begun.as_ref().unwrap().child.id();
+        let pid = source.begun.as_ref().unwrap().cat_file.child.id();
         let (head, tip) = source.head_at_tip(Some(&known));
         assert_eq!(
             (head, tip.as_deref()),
@@ -1513,6 +1609,14 @@ mod tests {
         );
         assert!(source.begun.is_none(), "the begun walk was read");
         assert_eq!(source.walk.as_ref().unwrap().from, first);
+        // Its child stays to read the wake's contents, and no other starts.
+        assert_eq!(source.warm.as_ref().map(|w| w.child.id()), Some(pid));
+        source.warm();
+        assert_eq!(source.warm.as_ref().map(|w| w.child.id()), Some(pid));
+        let blob = repo.blob(&format!("{second}:src/a.js"));
+        source.prefetch(std::slice::from_ref(&blob));
+        assert_eq!(source.read(&blob, 100).unwrap(), b"a2");
+        drop(source);
         assert!(!Path::new(&format!("/proc/{pid}")).exists(), "and reaped");
 
         // Nothing to begin when the tip has not moved.
@@ -1525,7 +1629,7 @@ mod tests {
         // A walk begun for another remembered head is ended, not used.
         let mut source = repo.source(Some("src"));
         assert!(source.begin(Some(&known)));
-        let stale = source.begun.as_ref().unwrap().child.id();
+        let stale = source.begun.as_ref().unwrap().cat_file.child.id();
         let other = crate::state::schema::TipHead {
             tip: "0".repeat(40),
             head: first.clone(),
@@ -1930,5 +2034,208 @@ mod tests {
         assert_eq!(repo.source(Some("src")).walked(&merged, &last), None);
         let unknown = format!("{:040x}", 7);
         assert_eq!(repo.source(Some("src")).walked(&unknown, &last), None);
+    }
+
+    /// The walk read from the objects through `cat-file` against the one
+    /// read from `git log --raw` (the reference), for every range of a
+    /// history holding every kind of change, at several watched paths.
+    #[test]
+    fn the_object_walk_answers_exactly_what_the_log_walk_does() {
+        use std::os::unix::ffi::OsStrExt;
+        use std::os::unix::fs::PermissionsExt;
+        let repo = Repo::new();
+        let odd = |name: &[u8]| repo.path().join(std::ffi::OsStr::from_bytes(name));
+        repo.write("src/a.js", "a");
+        repo.write("src/b.sh", "b");
+        repo.write("src/dir/c.js", "c");
+        repo.write("src/dir/deep/d.js", "d");
+        repo.write("src/dir2/e.js", "e");
+        repo.write("src/f", "f");
+        repo.write("src/odd\n\x01name", "odd");
+        repo.write("src/with space.js", "space");
+        repo.write("src.js", "next to it");
+        repo.write("src-a/x", "next to it");
+        repo.write("srcx/out.js", "not watched");
+        repo.write("other/x", "x");
+        fs::write(odd(b"src/\xff\xfe.js"), "not utf-8").unwrap();
+        let mut commits = vec![repo.commit("one")];
+        repo.write("src/a.js", "a2");
+        commits.push(repo.commit("two"));
+        repo.write("other/x", "x2");
+        commits.push(repo.commit("outside only"));
+        let exec = repo.path().join("src/b.sh");
+        fs::set_permissions(&exec, fs::Permissions::from_mode(0o755)).unwrap();
+        fs::write(odd(b"src/\xff\xfe.js"), "not utf-8, edited").unwrap();
+        commits.push(repo.commit("exec bit"));
+        repo.remove("src/dir/c.js");
+        std::os::unix::fs::symlink("elsewhere", repo.path().join("src/dir/c.js")).unwrap();
+        commits.push(repo.commit("link"));
+        repo.remove("src/f");
+        repo.write("src/f/g.js", "g");
+        commits.push(repo.commit("file to directory"));
+        fs::remove_dir_all(repo.path().join("src/dir2")).unwrap();
+        repo.write("src/dir2", "now a file");
+        commits.push(repo.commit("directory to file"));
+        let sub = repo.path().join("src/sub");
+        fs::create_dir_all(&sub).unwrap();
+        repo.git(&["-C", "src/sub", "init", "-q"]);
+        repo.git(&["-C", "src/sub", "commit", "-q", "--allow-empty", "-m", "s"]);
+        commits.push(repo.commit("submodule"));
+        repo.write("src/a.js", "a");
+        commits.push(repo.commit("Revert \"two\"\n\nThis reverts it."));
+        repo.write("src/dir/deep/d.js", "d2");
+        commits.push(repo.commit("change"));
+        repo.write("src/dir/deep/d.js", "d");
+        repo.git(&["-C", "src/sub", "commit", "-q", "--allow-empty", "-m", "t"]);
+        commits.push(repo.commit("\n\nRevert\n\"change\" (a subject of two lines)"));
+        repo.remove("src/with space.js");
+        repo.write("src/late/h.js", "h");
+        commits.push(repo.commit("delete and add"));
+        commits.push(repo.commit("empty"));
+        repo.write("other/x", "x3");
+        commits.push(repo.commit("Revert \"outside only\""));
+        fs::remove_dir_all(repo.path().join("src/dir")).unwrap();
+        commits.push(repo.commit("drop a watched directory"));
+        repo.write("src/f/g.js", "g2");
+        repo.write("src/odd\n\x01name", "odd2");
+        commits.push(repo.commit("outside at the tip"));
+        repo.write("other/y", "y");
+        commits.push(repo.commit("outside at the tip"));
+
+        let paths = [
+            Some("src"),
+            Some("src/dir"),
+            Some("src/late"),
+            Some("src/f"),
+            Some("src/a.js"),
+            Some("src/sub"),
+            Some("nowhere"),
+            None,
+        ];
+        let mut answered = 0;
+        for path in paths {
+            let mut source = repo.source(path);
+            for (i, from) in commits.iter().enumerate() {
+                for tip in &commits[i..] {
+                    let reference = source.log_walk(from, tip);
+                    let walked = source.object_walk(from, tip);
+                    assert_eq!(walked, reference, "from {from} to {tip} at {path:?}");
+                    answered += usize::from(walked.is_some());
+                }
+            }
+        }
+        let ranges = commits.len() * (commits.len() - 1) / 2;
+        assert_eq!(answered, ranges * paths.len(), "every range of one line");
+    }
+
+    /// Merges, roots, unknown commits and long ranges give way to the log
+    /// walk, which gives way to the usual lookups.
+    #[test]
+    fn the_object_walk_gives_way_where_the_log_walk_does() {
+        let repo = Repo::new();
+        repo.write("src/a.js", "a");
+        let root = repo.commit("one");
+        repo.git(&["checkout", "-q", "-b", "side"]);
+        repo.write("src/b.js", "b");
+        let side = repo.commit("side");
+        repo.git(&["checkout", "-q", "main"]);
+        repo.write("src/a.js", "a2");
+        repo.commit("main");
+        repo.git(&["merge", "-q", "--no-edit", "side"]);
+        let merged = repo.git(&["rev-parse", "HEAD"]);
+        let mut last = merged.clone();
+        let mut line = Vec::new();
+        for i in 0..=crate::source::git_walk::MAX_COMMITS {
+            repo.write("src/a.js", format!("{i}"));
+            last = repo.commit("again");
+            line.push(last.clone());
+        }
+        let unknown = format!("{:040x}", 7);
+        let mut source = repo.source(Some("src"));
+        for (from, tip) in [
+            (&root, &merged),
+            (&side, &merged),
+            (&merged, &last),
+            (&unknown, &last),
+            (&root, &root),
+        ] {
+            assert_eq!(source.object_walk(from, tip), None, "{from}..{tip}");
+            assert_eq!(source.log_walk(from, tip), None, "{from}..{tip}");
+        }
+        // The longest range taken, and a root below it.
+        let from = &line[0];
+        assert!(source.object_walk(from, &last).is_some());
+        assert_eq!(
+            source.object_walk(from, &last),
+            source.log_walk(from, &last)
+        );
+        let mut orphan = repo.source(Some("src"));
+        repo.git(&["checkout", "-q", "--orphan", "fresh"]);
+        let fresh = repo.commit("root");
+        assert_eq!(orphan.object_walk(&root, &fresh), None);
+    }
+
+    /// Each round trip to git waits for it to be scheduled: the walk asks
+    /// for what it knows it needs together, one round trip per level.
+    #[test]
+    fn a_one_commit_walk_asks_git_once_per_level_not_once_per_object() {
+        struct Counting<'a>(Asking<'a>, Vec<usize>);
+        impl crate::source::git_objects::Objects for Counting<'_> {
+            fn objects(
+                &mut self,
+                ids: &[String],
+                limit: u64,
+            ) -> Vec<Option<crate::source::git_objects::Object>> {
+                self.1.push(ids.len());
+                self.0.objects(ids, limit)
+            }
+        }
+        let repo = Repo::new();
+        repo.write("src/d/f.js", "f");
+        repo.write("src/d/g.js", "g");
+        repo.write("src/e/h.js", "h");
+        let from = repo.commit("one");
+        repo.write("src/d/f.js", "f2");
+        let tip = repo.commit("two");
+        let source = repo.source(Some("src"));
+        let mut cat_file = CatFile::spawn(source.git()).unwrap();
+        let mut counting = Counting(
+            Asking {
+                cat_file: &mut cat_file,
+                broken: false,
+            },
+            Vec::new(),
+        );
+        let walk =
+            crate::source::git_objects::walk(&mut counting, &from, &tip, Some("src")).unwrap();
+        // The two commits, their root trees, the two `src`, the two `src/d`.
+        assert_eq!(counting.1, [2, 2, 2, 2]);
+        assert_eq!(walk.head, tip);
+        assert_eq!(
+            walk.changes,
+            [Change::Upsert {
+                path: "src/d/f.js".into(),
+                blob: repo.blob(&format!("{tip}:src/d/f.js")),
+            }]
+        );
+        cat_file.close();
+    }
+
+    /// More subtrees changed than one request takes are asked in several.
+    #[test]
+    fn a_walk_over_more_changed_directories_than_one_request_takes_still_answers() {
+        let repo = Repo::new();
+        for i in 0..150 {
+            repo.write(&format!("src/d{i}/f.js"), "f");
+        }
+        let from = repo.commit("one");
+        for i in 0..150 {
+            repo.write(&format!("src/d{i}/f.js"), "f2");
+        }
+        let tip = repo.commit("two");
+        let mut source = repo.source(Some("src"));
+        let walked = source.object_walk(&from, &tip).unwrap();
+        assert_eq!(walked.changes.len(), 150);
+        assert_eq!(Some(walked), source.log_walk(&from, &tip));
     }
 }

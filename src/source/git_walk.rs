@@ -10,6 +10,10 @@
 //! watched path. Anything else (a merge, a rewritten branch, a long range,
 //! an answer not understood) gives `None`, and the source asks git the way
 //! it always did.
+//!
+//! A wake first computes the same walk from the objects (`git_objects`),
+//! through the `cat-file` that reads its contents; this log is its fallback
+//! and the reference it is tested against.
 
 use std::collections::BTreeMap;
 

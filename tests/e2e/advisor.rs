@@ -897,7 +897,7 @@ fn advisor_evolve_is_an_open_proposal_never_reused_and_skip_is_reused() {
 
     // A later look at every file (the head lookup fails, so the tree is
     // compared): the SKIP is reused, the EVOLVE is asked again.
-    sb.repo.move_tip();
+    sb.repo.merge_tip();
     sb.fake_git_log("exit 1");
     ai.answer_always(Reply::evolve("exports no verifier", findings.clone()));
     let r = tick(&sb, &ai, &at(602), &[], 11);
@@ -948,7 +948,7 @@ fn advisor_an_open_proposal_survives_a_provider_failure_on_a_later_look() {
         json!([AUTH])
     );
 
-    sb.repo.move_tip();
+    sb.repo.merge_tip();
     sb.fake_git_log("exit 1");
     ai.answer_always(Reply::fixture(500, "server-500.json"));
     let r = tick(&sb, &ai, &at(602), &[], 11);

@@ -46,7 +46,7 @@ fn every_wake_reason_works_end_to_end_with_its_exit_code() {
     assert_eq!(r["state_written"], false);
     // 11 sha_unavailable: the head lookup fails for a passing reason (the
     // tip moved, so git is asked).
-    sb.repo.move_tip();
+    sb.repo.merge_tip();
     sb.fake_git_log("echo 'fatal: simulated outage' >&2; exit 128");
     let r = tick(&sb, &ai, 6, &[], 11);
     sb.real_git();
@@ -138,13 +138,13 @@ fn a_noop_whose_tip_has_not_moved_starts_no_git() {
     assert_eq!(out.json()["requests"], 1, "{}", out.stdout);
     assert_eq!(git_calls(&log), Vec::<String>::new());
 
-    // The tip moves outside the watched path: git is asked once (the log
-    // since the remembered head), nothing wakes.
+    // The tip moves outside the watched path: git is asked once (the
+    // objects since the remembered head), nothing wakes.
     sb.repo.move_tip();
     expect_code(&sb.tick(&at(4), &[]), 0);
     let calls = git_calls(&log);
     assert_eq!(calls.len(), 1, "{calls:?}");
-    assert!(calls[0].contains(" log "), "{calls:?}");
+    assert!(calls[0].ends_with(" cat-file --batch"), "{calls:?}");
 
     // Packed refs are read too; the change under the path wakes.
     sb.repo.git(&["pack-refs", "--all", "--prune"]);

@@ -578,6 +578,35 @@ impl Repo {
         self.head()
     }
 
+    /// Stage everything and commit it as a merge of HEAD and an empty side
+    /// commit: the walk since the remembered head, from the objects or
+    /// from `git log`, gives way on a merge, so the head lookup is asked of
+    /// `git log` (and a test's fake of it). Returns the merge's id.
+    pub fn commit_as_merge(&self, message: &str) -> String {
+        self.git(&["add", "-A"]);
+        let tree = self.git(&["write-tree"]);
+        let side = self.git(&["commit-tree", "HEAD^{tree}", "-p", "HEAD", "-m", "side"]);
+        let merge = self.git(&[
+            "commit-tree",
+            &tree,
+            "-p",
+            "HEAD",
+            "-p",
+            &side,
+            "-m",
+            message,
+        ]);
+        self.git(&["update-ref", "HEAD", &merge]);
+        self.commits.set(self.commits.get() + 1);
+        merge
+    }
+
+    /// A merge that changes nothing: the tip moves, the watched path does
+    /// not, and the head lookup is asked of `git log`.
+    pub fn merge_tip(&self) -> String {
+        self.commit_as_merge("elsewhere, merged")
+    }
+
     /// The content id of `rel` at HEAD.
     pub fn blob(&self, rel: &str) -> String {
         self.git(&["rev-parse", &format!("HEAD:{rel}")])

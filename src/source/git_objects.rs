@@ -1,0 +1,524 @@
+//! The walk of `git_walk` computed from the commit and tree objects
+//! themselves, read through the `cat-file --batch` child that then reads
+//! the wake's contents: a small wake starts one git process, not two.
+//!
+//! The answer must be exactly what `git_walk::read` makes of `git log
+//! --raw` over the same range, so everything this reader is not sure of (a
+//! merge, a root, a missing or oversized object, a mode or a tree git
+//! itself would have to normalise, a message in another encoding, a range
+//! longer than the walk takes) gives `None`, and the log walk answers.
+
+use std::cmp::Ordering;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use super::Change;
+use super::git_walk::{MAX_BYTES, MAX_COMMITS, Walk};
+
+/// SHA-1 object ids: the only ones read here (a SHA-256 repository's ids
+/// are longer, and give way to the log walk).
+const ID_LEN: usize = 20;
+
+/// An object's kind (`commit`, `tree`, ...) and bytes.
+pub(crate) type Object = (String, Vec<u8>);
+
+/// Objects by id, as `cat-file --batch` answers them.
+pub(crate) trait Objects {
+    /// Each of `ids`, in order, asked all at once so that a round trip
+    /// costs one wait for git, not one per object; `None` for one that is
+    /// missing, larger than `limit` bytes, or could not be read.
+    fn objects(&mut self, ids: &[String], limit: u64) -> Vec<Option<Object>>;
+}
+
+/// The most ids asked at once: all of them (41 bytes each) fit in one page
+/// of the pipe to git, its smallest size, so the writing never waits for
+/// git to read while git waits for its answers to be read.
+const MAX_BATCH: usize = 64;
+
+/// A tree entry's kind, by its mode; only the modes git writes itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Tree,
+    File,
+    Exec,
+    Link,
+    Gitlink,
+}
+
+impl Kind {
+    fn parse(mode: &[u8]) -> Option<Kind> {
+        Some(match mode {
+            b"40000" => Kind::Tree,
+            b"100644" => Kind::File,
+            b"100755" => Kind::Exec,
+            b"120000" => Kind::Link,
+            b"160000" => Kind::Gitlink,
+            _ => return None,
+        })
+    }
+}
+
+/// What a path names at one commit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Node {
+    kind: Kind,
+    id: [u8; ID_LEN],
+}
+
+struct Entry {
+    name: Vec<u8>,
+    node: Node,
+}
+
+impl Entry {
+    /// Git's order of tree entries: a directory's name compares as if it
+    /// ended in `/`.
+    fn order(&self, other: &Entry) -> Ordering {
+        let slash = |e: &Entry| (e.node.kind == Kind::Tree).then_some(b'/');
+        let a = self.name.iter().copied().chain(slash(self));
+        let b = other.name.iter().copied().chain(slash(other));
+        a.cmp(b)
+    }
+}
+
+struct Commit {
+    tree: [u8; ID_LEN],
+    parents: Vec<String>,
+    /// Whether its subject (as `%s` prints it) starts with `Revert "`.
+    revert: bool,
+}
+
+/// One path whose (kind, id) differs between two trees.
+struct Differs {
+    path: Vec<u8>,
+    new: Option<Node>,
+}
+
+struct Reader<'a> {
+    objects: &'a mut dyn Objects,
+    /// Bytes that may still be read for this walk.
+    budget: u64,
+    /// Answers fetched ahead of their use, by id.
+    fetched: HashMap<String, Option<Object>>,
+    trees: HashMap<[u8; ID_LEN], Rc<Vec<Entry>>>,
+}
+
+/// The walk from `from` to `tip` for the watched path (`None`: the whole
+/// repository), or `None` when the objects cannot answer it exactly.
+pub(crate) fn walk(
+    objects: &mut dyn Objects,
+    from: &str,
+    tip: &str,
+    watched: Option<&str>,
+) -> Option<Walk> {
+    let parts = components(watched)?;
+    let prefix = watched.unwrap_or("").as_bytes();
+    let mut reader = Reader {
+        objects,
+        budget: MAX_BYTES,
+        fetched: HashMap::new(),
+        trees: HashMap::new(),
+    };
+    let line = reader.line(from, tip)?;
+    let base = reader.commit(from)?;
+    let roots: Vec<[u8; ID_LEN]> = line
+        .iter()
+        .map(|(_, c)| c.tree)
+        .chain([base.tree])
+        .collect();
+    let mut nodes = reader.at(&roots, &parts)?;
+    let base = nodes.pop()?;
+    let mut head = None;
+    let mut reverts = Vec::new();
+    // One commit's own diff is the whole range's.
+    let mut only = None;
+    for (i, (id, commit)) in line.iter().enumerate() {
+        let parent = nodes.get(i + 1).copied().unwrap_or(base);
+        if parent == nodes[i] {
+            continue;
+        }
+        let differs = reader.diff(prefix, parent, nodes[i])?;
+        if differs.is_empty() {
+            continue;
+        }
+        head.get_or_insert_with(|| id.clone());
+        if commit.revert {
+            reverts.push(touched(&differs));
+        }
+        if line.len() == 1 {
+            only = Some(differs);
+        }
+    }
+    let differs = match only {
+        Some(differs) => differs,
+        None => reader.diff(prefix, base, nodes[0])?,
+    };
+    let changes = differs
+        .into_iter()
+        .map(|d| {
+            // Lossy, as the compare's own paths are.
+            let path = String::from_utf8_lossy(&d.path).into_owned();
+            match d.new {
+                Some(Node {
+                    kind: Kind::File | Kind::Exec,
+                    id,
+                }) => Change::Upsert {
+                    path,
+                    blob: hex(&id),
+                },
+                _ => Change::Delete { path },
+            }
+        })
+        .collect();
+    Some(Walk {
+        from: from.to_string(),
+        head: head.unwrap_or_else(|| from.to_string()),
+        changes,
+        reverts,
+    })
+}
+
+/// The watched path's names, one per directory level; `None` for a name
+/// git would not read as the same path.
+fn components(watched: Option<&str>) -> Option<Vec<&[u8]>> {
+    let Some(w) = watched else {
+        return Some(Vec::new());
+    };
+    let parts: Vec<&[u8]> = w.split('/').map(str::as_bytes).collect();
+    parts
+        .iter()
+        .all(|p| !p.is_empty() && *p != b"." && *p != b"..")
+        .then_some(parts)
+}
+
+/// The paths a revert touched: sorted, once each (as the rollback lookup
+/// answers).
+fn touched(differs: &[Differs]) -> Vec<String> {
+    let mut paths: Vec<String> = differs
+        .iter()
+        .map(|d| {
+            String::from_utf8_lossy(&d.path)
+                .trim_matches('\n')
+                .to_string()
+        })
+        .filter(|p| !p.is_empty())
+        .collect();
+    paths.sort();
+    paths.dedup();
+    paths
+}
+
+impl Reader<'_> {
+    /// The commits from `tip` down to `from` (excluded), newest first, when
+    /// each has one parent and `from` is reached within the bound.
+    fn line(&mut self, from: &str, tip: &str) -> Option<Vec<(String, Commit)>> {
+        if from.len() != 2 * ID_LEN || tip.len() != 2 * ID_LEN {
+            return None;
+        }
+        let mut line = Vec::new();
+        let mut id = tip.to_string();
+        // Most wakes are one commit on the remembered head: both at once.
+        self.fetch(&[tip.to_string(), from.to_string()]);
+        while id != from {
+            if line.len() == MAX_COMMITS {
+                return None;
+            }
+            let commit = self.commit(&id)?;
+            let [parent] = &commit.parents[..] else {
+                return None;
+            };
+            let parent = parent.clone();
+            line.push((std::mem::replace(&mut id, parent), commit));
+        }
+        (!line.is_empty()).then_some(line)
+    }
+
+    /// Asks for the `ids` not fetched yet, all at once, within the budget.
+    fn fetch(&mut self, ids: &[String]) {
+        let mut wanted: Vec<String> = Vec::new();
+        for id in ids {
+            if !self.fetched.contains_key(id) && !wanted.contains(id) {
+                wanted.push(id.clone());
+            }
+        }
+        for batch in wanted.chunks(MAX_BATCH) {
+            let answers = self.objects.objects(batch, self.budget);
+            for (id, answer) in batch.iter().zip(answers) {
+                let answer =
+                    answer.filter(
+                        |(_, bytes)| match self.budget.checked_sub(bytes.len() as u64) {
+                            Some(left) => {
+                                self.budget = left;
+                                true
+                            }
+                            None => false,
+                        },
+                    );
+                self.fetched.insert(id.clone(), answer);
+            }
+        }
+    }
+
+    /// Asks for the trees among `ids` not read yet, all at once.
+    fn fetch_trees(&mut self, ids: impl IntoIterator<Item = [u8; ID_LEN]>) {
+        let ids: Vec<String> = ids
+            .into_iter()
+            .filter(|id| !self.trees.contains_key(id))
+            .map(|id| hex(&id))
+            .collect();
+        self.fetch(&ids);
+    }
+
+    fn read(&mut self, id: &str, kind: &str) -> Option<Vec<u8>> {
+        if !self.fetched.contains_key(id) {
+            self.fetch(&[id.to_string()]);
+        }
+        let (got, bytes) = self.fetched.remove(id)??;
+        (got == kind).then_some(bytes)
+    }
+
+    fn commit(&mut self, id: &str) -> Option<Commit> {
+        parse_commit(&self.read(id, "commit")?)
+    }
+
+    fn tree(&mut self, id: [u8; ID_LEN]) -> Option<Rc<Vec<Entry>>> {
+        if let Some(entries) = self.trees.get(&id) {
+            return Some(entries.clone());
+        }
+        let entries = Rc::new(parse_tree(&self.read(&hex(&id), "tree")?)?);
+        self.trees.insert(id, entries.clone());
+        Some(entries)
+    }
+
+    /// What `parts` names below each of the root trees `roots` (`None`
+    /// where nothing), one level of all of them at a time.
+    fn at(&mut self, roots: &[[u8; ID_LEN]], parts: &[&[u8]]) -> Option<Vec<Option<Node>>> {
+        let mut nodes: Vec<Option<Node>> = roots
+            .iter()
+            .map(|&id| {
+                Some(Node {
+                    kind: Kind::Tree,
+                    id,
+                })
+            })
+            .collect();
+        for part in parts {
+            let trees = nodes.iter().flatten().filter(|n| n.kind == Kind::Tree);
+            self.fetch_trees(trees.map(|n| n.id).collect::<Vec<_>>());
+            for node in &mut nodes {
+                *node = match *node {
+                    Some(n) if n.kind == Kind::Tree => {
+                        let entries = self.tree(n.id)?;
+                        entries.iter().find(|e| e.name == *part).map(|e| e.node)
+                    }
+                    _ => None,
+                };
+            }
+        }
+        Some(nodes)
+    }
+
+    /// Every path at or under `path` whose leaf (kind, id) differs between
+    /// `old` and `new`, sorted by path bytes, as `diff-tree -r` lists them.
+    fn diff(&mut self, path: &[u8], old: Option<Node>, new: Option<Node>) -> Option<Vec<Differs>> {
+        let mut out = Vec::new();
+        self.diff_into(path, old, new, &mut out)?;
+        out.sort_by(|a, b| a.path.cmp(&b.path));
+        Some(out)
+    }
+
+    fn diff_into(
+        &mut self,
+        path: &[u8],
+        old: Option<Node>,
+        new: Option<Node>,
+        out: &mut Vec<Differs>,
+    ) -> Option<()> {
+        if old == new {
+            return Some(());
+        }
+        // A tree and a leaf at the same path are two unrelated entries to
+        // git (`a` and `a/` are told apart), as they are here.
+        let split = |n: Option<Node>| match n {
+            Some(n) if n.kind == Kind::Tree => (Some(n.id), None),
+            leaf => (None, leaf),
+        };
+        let ((old_tree, old_leaf), (new_tree, new_leaf)) = (split(old), split(new));
+        if old_leaf != new_leaf {
+            out.push(Differs {
+                path: path.to_vec(),
+                new: new_leaf,
+            });
+        }
+        if old_tree == new_tree {
+            return Some(());
+        }
+        self.fetch_trees(old_tree.into_iter().chain(new_tree));
+        let empty = Rc::new(Vec::new());
+        let olds = match old_tree {
+            Some(id) => self.tree(id)?,
+            None => empty.clone(),
+        };
+        let news = match new_tree {
+            Some(id) => self.tree(id)?,
+            None => empty,
+        };
+        let mut pairs = Vec::new();
+        let (mut i, mut j) = (0, 0);
+        while i < olds.len() || j < news.len() {
+            let order = match (olds.get(i), news.get(j)) {
+                (Some(a), Some(b)) => a.order(b),
+                (Some(_), None) => Ordering::Less,
+                _ => Ordering::Greater,
+            };
+            let pair = match order {
+                Ordering::Less => (&olds[i].name, Some(olds[i].node), None),
+                Ordering::Greater => (&news[j].name, None, Some(news[j].node)),
+                Ordering::Equal => (&olds[i].name, Some(olds[i].node), Some(news[j].node)),
+            };
+            if pair.1 != pair.2 {
+                pairs.push(pair);
+            }
+            i += usize::from(order != Ordering::Greater);
+            j += usize::from(order != Ordering::Less);
+        }
+        // The subtrees the pairs need, asked in one round trip.
+        let subtrees = pairs.iter().flat_map(|(_, a, b)| [*a, *b]).flatten();
+        self.fetch_trees(subtrees.filter(|n| n.kind == Kind::Tree).map(|n| n.id));
+        for (name, a, b) in pairs {
+            let mut child = path.to_vec();
+            if !child.is_empty() {
+                child.push(b'/');
+            }
+            child.extend_from_slice(name);
+            self.diff_into(&child, a, b, out)?;
+        }
+        Some(())
+    }
+}
+
+/// A commit's `tree` and `parent` headers (before the first blank line;
+/// lines starting with a space continue a `gpgsig` or `mergetag`), and
+/// whether its subject marks a revert.
+fn parse_commit(bytes: &[u8]) -> Option<Commit> {
+    let (headers, message) = match find(bytes, b"\n\n") {
+        Some(at) => (&bytes[..at], &bytes[at + 2..]),
+        None => (bytes.strip_suffix(b"\n").unwrap_or(bytes), &b""[..]),
+    };
+    let mut lines = headers.split(|b| *b == b'\n').peekable();
+    let tree = unhex(lines.next()?.strip_prefix(b"tree ")?)?;
+    let mut parents = Vec::new();
+    // Git reads the parents from the lines right after the tree only.
+    while let Some(parent) = lines.peek().and_then(|l| l.strip_prefix(b"parent ")) {
+        unhex(parent)?;
+        parents.push(String::from_utf8(parent.to_vec()).ok()?);
+        lines.next();
+    }
+    for line in lines {
+        if line.starts_with(b" ") {
+            continue;
+        }
+        let (key, value) = match line.iter().position(|b| *b == b' ') {
+            Some(at) => (&line[..at], &line[at + 1..]),
+            None => (line, &b""[..]),
+        };
+        match key {
+            // `git log` would print a subject in another encoding converted.
+            b"encoding" if !value.eq_ignore_ascii_case(b"utf-8") => return None,
+            b"tree" | b"parent" => return None,
+            _ => {}
+        }
+    }
+    Some(Commit {
+        tree,
+        parents,
+        revert: subject(message).starts_with(b"Revert \""),
+    })
+}
+
+/// The subject as `%s` prints it: after the blank lines that open the
+/// message, the first paragraph's lines, each without its trailing
+/// whitespace, joined by spaces.
+fn subject(message: &[u8]) -> Vec<u8> {
+    let trimmed = |line: &[u8]| -> usize {
+        line.iter()
+            .rposition(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+            .map_or(0, |at| at + 1)
+    };
+    let mut subject = Vec::new();
+    let mut started = false;
+    for line in message.split(|b| *b == b'\n') {
+        let len = trimmed(line);
+        if len == 0 {
+            if started {
+                break;
+            }
+            continue;
+        }
+        if started {
+            subject.push(b' ');
+        }
+        subject.extend_from_slice(&line[..len]);
+        started = true;
+    }
+    subject
+}
+
+/// Entries `<mode> SP <name> NUL <20-byte id>`, strictly in git's order
+/// (a tree out of order or with a name twice is one git would not write).
+fn parse_tree(mut bytes: &[u8]) -> Option<Vec<Entry>> {
+    let mut entries: Vec<Entry> = Vec::new();
+    while !bytes.is_empty() {
+        let space = bytes.iter().position(|b| *b == b' ')?;
+        let kind = Kind::parse(&bytes[..space])?;
+        let rest = &bytes[space + 1..];
+        let nul = rest.iter().position(|b| *b == 0)?;
+        let name = &rest[..nul];
+        let id: [u8; ID_LEN] = rest.get(nul + 1..nul + 1 + ID_LEN)?.try_into().ok()?;
+        if name.is_empty() || name.contains(&b'/') || name == b"." || name == b".." {
+            return None;
+        }
+        let entry = Entry {
+            name: name.to_vec(),
+            node: Node { kind, id },
+        };
+        if let Some(last) = entries.last()
+            && (last.order(&entry) != Ordering::Less || last.name == entry.name)
+        {
+            return None;
+        }
+        entries.push(entry);
+        bytes = &rest[nul + 1 + ID_LEN..];
+    }
+    Some(entries)
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+fn hex(id: &[u8; ID_LEN]) -> String {
+    use std::fmt::Write;
+    id.iter()
+        .fold(String::with_capacity(2 * ID_LEN), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}
+
+/// A full lowercase SHA-1 id, as git writes it in a commit.
+fn unhex(text: &[u8]) -> Option<[u8; ID_LEN]> {
+    if text.len() != 2 * ID_LEN {
+        return None;
+    }
+    let digit = |b: u8| match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        _ => None,
+    };
+    let mut id = [0; ID_LEN];
+    for (i, pair) in text.chunks(2).enumerate() {
+        id[i] = digit(pair[0])? << 4 | digit(pair[1])?;
+    }
+    Some(id)
+}
