@@ -56,6 +56,9 @@ pub struct GitSource {
     walk: Option<super::git_walk::Walk>,
     /// A walk started by `begin`, not read yet, with the tip it was read at.
     begun: Option<Begun>,
+    /// The clone's own object files, opened on first use (`None` inside:
+    /// the repository is one git must read, see `git_odb`).
+    odb: Option<Option<super::git_odb::Odb>>,
 }
 
 /// The `cat-file --batch` the walk since the remembered head reads its
@@ -119,7 +122,18 @@ impl GitSource {
             warm: None,
             walk: None,
             begun: None,
+            odb: None,
         }
+    }
+
+    /// The object files, when this reader may read them itself.
+    fn odb(&mut self) -> Option<&mut super::git_odb::Odb> {
+        let repo = &self.repo;
+        self.odb
+            .get_or_insert_with(|| {
+                super::tip::git_dir(repo).and_then(|g| super::git_odb::Odb::open(&g))
+            })
+            .as_mut()
     }
 
     /// The revision being watched, as given ("HEAD" when none).
@@ -306,6 +320,13 @@ impl GitSource {
     /// The walk from the objects, read through the child `begin` started
     /// (or one started now), which then stays to read the wake's contents.
     fn object_walk(&mut self, from: &str, tip: &str) -> Option<super::git_walk::Walk> {
+        let path = self.path.clone();
+        if let Some(walk) = self
+            .odb()
+            .and_then(|odb| super::git_objects::walk(odb, from, tip, path.as_deref()))
+        {
+            return Some(walk);
+        }
         let mut cat_file = match self.begun.take() {
             Some(b) if b.from == from && b.tip == tip => b.cat_file,
             other => {
@@ -503,6 +524,12 @@ impl Source for GitSource {
         if ids.is_empty() {
             return;
         }
+        // A few are read from the object files as they are asked for; many
+        // (a first run, a large wake) stream from git, which inflates them
+        // in a process of its own while this one judges.
+        if ids.len() <= FEW_READS && self.odb().is_some() {
+            return;
+        }
         // A child that cannot start leaves every read to the one-at-a-time
         // child, whose failure then says why.
         let child = match self.warm.take() {
@@ -525,6 +552,10 @@ impl Source for GitSource {
         if let Some(old) = self.begun.take() {
             old.kill();
         }
+        if self.odb().is_some() {
+            // The walk reads the object files: nothing to start.
+            return true;
+        }
         match CatFile::spawn(self.git()) {
             Ok(cat_file) => {
                 self.begun = Some(Begun {
@@ -539,6 +570,11 @@ impl Source for GitSource {
     }
 
     fn warm(&mut self) {
+        // A wake's few reads come from the object files; a child is started
+        // when one is needed (`prefetch` of many, or a read they cannot do).
+        if self.odb().is_some() {
+            return;
+        }
         if self.warm.is_none() && self.stream.is_none() {
             self.warm = CatFile::spawn_with(self.git(), STREAM_ARGS).ok();
         }
@@ -553,6 +589,13 @@ impl Source for GitSource {
         self.counts.read += 1;
         if let Some(answer) = self.streamed(blob, limit) {
             return answer;
+        }
+        // A blob the object files hold is the blob git would give; anything
+        // else (too large, another kind, not found) is git's to answer.
+        if let Some((super::git_odb::Kind::Blob, bytes)) =
+            self.odb().and_then(|odb| odb.read(blob, limit))
+        {
+            return Ok(bytes);
         }
         if self.cat_file.is_none() {
             let child = CatFile::spawn(self.git())
@@ -650,6 +693,9 @@ struct Stream {
 /// A `Stream`'s child. `--buffer`: git fills its output buffer instead of
 /// flushing after every object; the closed input at the end flushes the
 /// rest (so only a child fed all its ids at once may be started so).
+/// The most reads `prefetch` leaves to the object files.
+const FEW_READS: usize = 64;
+
 const STREAM_ARGS: &[&str] = &["cat-file", "--batch", "--buffer"];
 
 impl Stream {
@@ -1118,7 +1164,17 @@ mod tests {
             self.git(&["rev-parse", rev_and_path])
         }
 
+        /// A source that reads through git only: these tests are about
+        /// its children (the object files' reader has tests of its own,
+        /// and `reads_from_the_object_files_answer_what_git_answers`).
         fn source(&self, path: Option<&str>) -> GitSource {
+            let mut source =
+                GitSource::new(self.path().to_path_buf(), None, path.map(str::to_string));
+            source.odb = Some(None);
+            source
+        }
+
+        fn source_reading_objects(&self, path: Option<&str>) -> GitSource {
             GitSource::new(self.path().to_path_buf(), None, path.map(str::to_string))
         }
     }
@@ -1585,6 +1641,63 @@ mod tests {
         drop(idle);
         // Reaped by the drop: no such process, not even a zombie.
         assert!(!Path::new(&format!("/proc/{pid}")).exists());
+    }
+
+    #[test]
+    fn reads_from_the_object_files_answer_what_git_answers() {
+        let repo = Repo::new();
+        repo.write("src/a.js", "a");
+        repo.write("src/b.js", "b");
+        repo.write("elsewhere/c.js", "c");
+        let first = repo.commit("one");
+        repo.write("src/a.js", "a2");
+        repo.remove("src/b.js");
+        repo.write("src/d/e.js", "e");
+        let second = repo.commit("two");
+        // Half of the objects packed, half loose.
+        repo.git(&["repack", "-adq"]);
+        repo.write("src/a.js", "a3");
+        let third = repo.commit("three");
+        let known = crate::state::schema::TipHead {
+            tip: first.clone(),
+            head: first.clone(),
+        };
+        let mut by_git = repo.source(Some("src"));
+        let mut by_files = repo.source_reading_objects(Some("src"));
+        assert!(by_files.begin(Some(&known)));
+        assert!(by_files.begun.is_none(), "nothing started");
+        let answers = |s: &mut GitSource| {
+            let head = s.head_at_tip(Some(&known));
+            let changes = s.changes(&first, &third);
+            let reverts = s.reverts(&first, &third);
+            (
+                format!("{head:?}"),
+                format!("{changes:?}"),
+                format!("{reverts:?}"),
+            )
+        };
+        assert_eq!(answers(&mut by_files), answers(&mut by_git));
+        assert_eq!(by_files.walk.as_ref().unwrap().head, third);
+        let blobs: Vec<String> = [&first, &second, &third]
+            .iter()
+            .map(|c| repo.blob(&format!("{c}:src/a.js")))
+            .collect();
+        by_files.warm();
+        by_files.prefetch(&blobs);
+        assert!(by_files.warm.is_none() && by_files.stream.is_none());
+        for blob in &blobs {
+            assert_eq!(
+                by_files.read(blob, 100).unwrap(),
+                by_git.read(blob, 100).unwrap()
+            );
+        }
+        assert!(by_files.cat_file.is_none(), "no git child was needed");
+        // Too large for the object files' reader: git answers, as before.
+        let refused = by_files.read(&blobs[2], 1).unwrap_err();
+        assert_eq!(
+            format!("{refused:?}"),
+            format!("{:?}", by_git.read(&blobs[2], 1).unwrap_err())
+        );
     }
 
     #[test]

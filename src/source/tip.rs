@@ -29,14 +29,7 @@ pub fn read(repo: &Path, rev: &str) -> Option<String> {
     if OVERRIDES.iter().any(|v| std::env::var_os(v).is_some()) {
         return None;
     }
-    let git = match fs::symlink_metadata(repo.join(".git")) {
-        Ok(m) if m.is_dir() => repo.join(".git"),
-        // A worktree or submodule has a `.git` file: its refs live elsewhere.
-        Ok(_) => return None,
-        // A bare repository is its own git directory.
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && is_bare(repo) => repo.to_path_buf(),
-        Err(_) => return None,
-    };
+    let git = git_dir(repo)?;
     // Reftable stores refs in another format; a shallow clone's history of
     // the same tip can deepen; replace refs and grafts rewrite history
     // without moving the tip.
@@ -156,6 +149,21 @@ fn ref_id(git: &Path, packed: &Packed, name: &str) -> Option<String> {
 
 /// What git itself takes for a git directory (`HEAD`, `objects/`, `refs/`),
 /// and not a linked worktree's (which has a `commondir`).
+/// The git directory of the clone at `repo`, when it is a plain one: its
+/// `.git` directory, or the clone itself when bare.
+pub(crate) fn git_dir(repo: &Path) -> Option<std::path::PathBuf> {
+    match fs::symlink_metadata(repo.join(".git")) {
+        Ok(m) if m.is_dir() => Some(repo.join(".git")),
+        // A worktree or submodule has a `.git` file: its refs live elsewhere.
+        Ok(_) => None,
+        // A bare repository is its own git directory.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && is_bare(repo) => {
+            Some(repo.to_path_buf())
+        }
+        Err(_) => None,
+    }
+}
+
 fn is_bare(dir: &Path) -> bool {
     let is = |name: &str, dir_wanted: bool| {
         fs::symlink_metadata(dir.join(name))
