@@ -22,7 +22,12 @@ pub use records::Records;
 /// The bucket of `path` among `buckets` (a power of two): the low bits of
 /// its 64-bit FNV-1a hash. Fixed forever: a saved state depends on it.
 pub fn bucket_of(path: &str, buckets: usize) -> usize {
-    (fnv1a(path) as usize) & (buckets.max(1) - 1)
+    // One bucket (a first run's tree in memory): every lookup lands there,
+    // without hashing the path.
+    if buckets <= 1 {
+        return 0;
+    }
+    (fnv1a(path) as usize) & (buckets - 1)
 }
 
 /// What the tick needs to know of a bucket without loading it. Exact for the

@@ -22,11 +22,43 @@ pub struct Records(Repr);
 #[derive(Clone)]
 enum Repr {
     Map(BTreeMap<String, FileRecord>),
-    /// Strictly ascending by path; `hint` is the index of the last lookup.
-    Sorted {
-        v: Vec<(String, FileRecord)>,
-        hint: Cell<usize>,
-    },
+    Sorted(Sorted),
+}
+
+/// Records strictly ascending by path, and where the last lookups found theirs.
+#[derive(Clone)]
+struct Sorted {
+    v: Vec<(String, FileRecord)>,
+    /// The index of the last lookup that found its path, and the one before.
+    hint: Cell<(usize, usize)>,
+}
+
+impl Sorted {
+    fn find(&self, path: &str) -> Option<usize> {
+        let (h, before) = self.hint.get();
+        for i in [h, h + 1, before, before + 1] {
+            if self.v.get(i).is_some_and(|(p, _)| p == path) {
+                self.found(i);
+                return Some(i);
+            }
+        }
+        let found = Records::find(&self.v, h, path).ok();
+        if let Some(i) = found {
+            self.found(i);
+        }
+        found
+    }
+
+    /// The walk in path order keeps its place while the paths of a file's
+    /// imports are looked up around it: the place before the last is tried too.
+    fn found(&self, i: usize) {
+        let (h, before) = self.hint.get();
+        if i != h && i != h + 1 {
+            self.hint.set((i, h));
+        } else {
+            self.hint.set((i, before));
+        }
+    }
 }
 
 impl Default for Records {
@@ -56,16 +88,16 @@ impl PartialEq for Records {
 impl Records {
     /// An empty bucket about to receive about `n` records in path order.
     pub fn sorted_with_capacity(n: usize) -> Records {
-        Records(Repr::Sorted {
+        Records(Repr::Sorted(Sorted {
             v: Vec::with_capacity(n),
-            hint: Cell::new(0),
-        })
+            hint: Cell::new((0, 0)),
+        }))
     }
 
     pub fn len(&self) -> usize {
         match &self.0 {
             Repr::Map(m) => m.len(),
-            Repr::Sorted { v, .. } => v.len(),
+            Repr::Sorted(s) => s.v.len(),
         }
     }
 
@@ -73,48 +105,66 @@ impl Records {
         self.len() == 0
     }
 
-    /// The index of `path` in a sorted vector, trying the entry of the last
-    /// lookup and the one after it before searching.
-    fn find(v: &[(String, FileRecord)], hint: &Cell<usize>, path: &str) -> Result<usize, usize> {
-        let h = hint.get();
-        for i in [h, h + 1] {
-            if v.get(i).is_some_and(|(p, _)| p == path) {
-                hint.set(i);
-                return Ok(i);
+    /// The index of `path` in a sorted vector, searched outwards from the
+    /// entry at `from`: a tick looks its files up in path order, and the
+    /// paths a file's imports may resolve to are mostly its neighbours, so
+    /// a lookup mostly ends within a few entries that are in the cache,
+    /// where a binary search over the whole vector would touch a cold entry
+    /// at each of its 17 steps.
+    fn find(v: &[(String, FileRecord)], from: usize, path: &str) -> Result<usize, usize> {
+        let Some(h) = v.len().checked_sub(1).map(|last| from.min(last)) else {
+            return Err(0);
+        };
+        let key = |i: usize| v[i].0.as_str();
+        let (lo, hi) = match key(h).cmp(path) {
+            std::cmp::Ordering::Equal => return Ok(h),
+            // Every entry before `lo` is below `path`.
+            std::cmp::Ordering::Less => {
+                let (mut lo, mut step) = (h + 1, 1);
+                while h + step < v.len() && key(h + step) < path {
+                    lo = h + step + 1;
+                    step *= 2;
+                }
+                (lo, (h + step + 1).min(v.len()))
             }
-        }
-        let found = v.binary_search_by(|(p, _)| p.as_str().cmp(path));
-        if let Ok(i) = found {
-            hint.set(i);
-        }
-        found
+            // Every entry from `hi` on is above `path`.
+            std::cmp::Ordering::Greater => {
+                let (mut hi, mut step) = (h, 1);
+                while step <= h && key(h - step) > path {
+                    hi = h - step;
+                    step *= 2;
+                }
+                (h.saturating_sub(step), hi)
+            }
+        };
+        v[lo..hi]
+            .binary_search_by(|(p, _)| p.as_str().cmp(path))
+            .map(|i| i + lo)
+            .map_err(|i| i + lo)
     }
 
     pub fn get(&self, path: &str) -> Option<&FileRecord> {
         match &self.0 {
             Repr::Map(m) => m.get(path),
-            Repr::Sorted { v, hint } => Self::find(v, hint, path).ok().map(|i| &v[i].1),
+            Repr::Sorted(s) => s.find(path).map(|i| &s.v[i].1),
         }
     }
 
     pub fn get_mut(&mut self, path: &str) -> Option<&mut FileRecord> {
         match &mut self.0 {
             Repr::Map(m) => m.get_mut(path),
-            Repr::Sorted { v, hint } => match Self::find(v, hint, path) {
-                Ok(i) => Some(&mut v[i].1),
-                Err(_) => None,
-            },
+            Repr::Sorted(s) => s.find(path).map(|i| &mut s.v[i].1),
         }
     }
 
     pub fn insert(&mut self, path: String, record: FileRecord) -> Option<FileRecord> {
-        if let Repr::Sorted { v, hint } = &mut self.0 {
-            if v.last().is_none_or(|(last, _)| *last < path) {
-                v.push((path, record));
+        if let Repr::Sorted(s) = &mut self.0 {
+            if s.v.last().is_none_or(|(last, _)| *last < path) {
+                s.v.push((path, record));
                 return None;
             }
-            if let Ok(i) = Self::find(v, hint, &path) {
-                return Some(std::mem::replace(&mut v[i].1, record));
+            if let Some(i) = s.find(&path) {
+                return Some(std::mem::replace(&mut s.v[i].1, record));
             }
         }
         self.map().insert(path, record)
@@ -127,14 +177,14 @@ impl Records {
 
     /// The records as a map, which they become from now on.
     fn map(&mut self) -> &mut BTreeMap<String, FileRecord> {
-        if let Repr::Sorted { v, .. } = &mut self.0 {
+        if let Repr::Sorted(s) = &mut self.0 {
             // Ascending and without duplicates: built without a sort.
-            let m: BTreeMap<String, FileRecord> = std::mem::take(v).into_iter().collect();
+            let m: BTreeMap<String, FileRecord> = std::mem::take(&mut s.v).into_iter().collect();
             self.0 = Repr::Map(m);
         }
         match &mut self.0 {
             Repr::Map(m) => m,
-            Repr::Sorted { .. } => unreachable!("made a map above"),
+            Repr::Sorted(_) => unreachable!("made a map above"),
         }
     }
 
@@ -142,7 +192,7 @@ impl Records {
     pub fn iter(&self) -> Iter<'_> {
         match &self.0 {
             Repr::Map(m) => Iter::Map(m.iter()),
-            Repr::Sorted { v, .. } => Iter::Sorted(v.iter()),
+            Repr::Sorted(s) => Iter::Sorted(s.v.iter()),
         }
     }
 
@@ -150,7 +200,7 @@ impl Records {
     pub fn iter_mut(&mut self) -> IterMut<'_> {
         match &mut self.0 {
             Repr::Map(m) => IterMut::Map(m.iter_mut()),
-            Repr::Sorted { v, .. } => IterMut::Sorted(v.iter_mut()),
+            Repr::Sorted(s) => IterMut::Sorted(s.v.iter_mut()),
         }
     }
 
@@ -229,19 +279,34 @@ mod tests {
                 assert_eq!(r.insert(p.into(), rec(p)), None);
             }
         }
-        assert!(matches!(sorted.0, Repr::Sorted { .. }));
+        assert!(matches!(sorted.0, Repr::Sorted(_)));
         for p in ["e", "a", "c", "b", "z"] {
             assert_eq!(sorted.get(p), map.get(p), "{p}");
         }
         assert_eq!(sorted, map);
         // Replacing a record keeps the order; a path before the last does not.
         assert_eq!(sorted.insert("c".into(), rec("c2")), Some(rec("c")));
-        assert!(matches!(sorted.0, Repr::Sorted { .. }));
+        assert!(matches!(sorted.0, Repr::Sorted(_)));
         assert_eq!(sorted.insert("b".into(), rec("b")), None);
         assert!(matches!(sorted.0, Repr::Map(_)));
         let keys: Vec<&String> = sorted.keys().collect();
         assert_eq!(keys, ["a", "b", "c", "e"]);
         assert_eq!(sorted.get("c"), Some(&rec("c2")));
+    }
+
+    #[test]
+    fn a_lookup_from_any_earlier_position_finds_what_a_binary_search_finds() {
+        let v: Vec<(String, FileRecord)> = (0..40)
+            .map(|i| (format!("p{:03}", i * 2), FileRecord::default()))
+            .collect();
+        let wanted: Vec<String> = (0..82).map(|i| format!("p{i:03}")).collect();
+        for h in 0..v.len() + 2 {
+            for w in wanted.iter().map(String::as_str).chain(["", "a", "z"]) {
+                let expected = v.binary_search_by(|(p, _)| p.as_str().cmp(w));
+                assert_eq!(Records::find(&v, h, w), expected, "from {h} for {w}");
+            }
+        }
+        assert_eq!(Records::find(&[], 3, "a"), Err(0));
     }
 
     #[test]
