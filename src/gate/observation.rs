@@ -226,6 +226,17 @@ fn evict(log: &mut ObservationLog, keep: &str, limit: usize) {
         return;
     }
     if excess == 1 {
+        // Every open watch of one age (a first run's): the oldest other is
+        // the smallest path but `keep`, taken off the front of the map
+        // without a copy of its path and a second search for it.
+        let uniform = matches!(
+            log.age,
+            crate::state::records::observation::AgeIndex::Uniform(_)
+        );
+        if uniform && open.first_key_value().is_some_and(|(p, _)| p != keep) {
+            open.pop_first();
+            return;
+        }
         // The usual case, once per file observed past the limit (every file
         // of a large first run): the age index gives the oldest other watch
         // (ties to the smallest path, as with the sort below) without a pass.

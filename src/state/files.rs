@@ -16,10 +16,18 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::schema::{FileRecord, NextReview, Outcome};
 
+mod records;
+pub use records::Records;
+
 /// The bucket of `path` among `buckets` (a power of two): the low bits of
 /// its 64-bit FNV-1a hash. Fixed forever: a saved state depends on it.
 pub fn bucket_of(path: &str, buckets: usize) -> usize {
-    (fnv1a(path) as usize) & (buckets.max(1) - 1)
+    // One bucket (a first run's tree in memory): every lookup lands there,
+    // without hashing the path.
+    if buckets <= 1 {
+        return 0;
+    }
+    (fnv1a(path) as usize) & (buckets - 1)
 }
 
 /// What the tick needs to know of a bucket without loading it. Exact for the
@@ -291,7 +299,7 @@ impl Figures {
 /// One bucket's records and its part of the reverse-import index.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Bucket {
-    pub files: BTreeMap<String, FileRecord>,
+    pub files: Records,
     /// For each path that hashes to this bucket: the files that import it,
     /// as of the last save.
     pub importers: BTreeMap<String, Vec<String>>,
@@ -389,7 +397,7 @@ impl From<BTreeMap<String, FileRecord>> for Files {
         let len = files.len();
         let cell = OnceCell::new();
         let _ = cell.set(Bucket {
-            files,
+            files: files.into(),
             ..Bucket::default()
         });
         Files {
@@ -492,10 +500,18 @@ impl Files {
     }
 
     /// Add records for paths not in the tree, in path order (a first run's
-    /// listing). One by one: a map built from them all at once would hold
-    /// every record three times over on the way (collected, sorted, moved
-    /// into the tree), where in order each insert goes to the right edge.
-    pub fn extend_new(&mut self, records: impl Iterator<Item = (String, FileRecord)>) {
+    /// listing). A bucket that was empty keeps them in a vector until one
+    /// comes out of order (`Records`): as many records as a first run
+    /// builds, inserted one by one into a map, leave its nodes half full.
+    pub fn extend_new(&mut self, records: impl ExactSizeIterator<Item = (String, FileRecord)>) {
+        let per_bucket = records.len().div_ceil(self.slots.len());
+        for slot in &mut self.slots {
+            if let Some(b) = slot.cell.get_mut()
+                && b.files.is_empty()
+            {
+                b.files = Records::sorted_with_capacity(per_bucket);
+            }
+        }
         for (path, r) in records {
             self.insert(path, r);
         }

@@ -186,7 +186,7 @@ fn read_shard(dir: &Path, state: &Path, saved: &Saved, i: usize, of: usize) -> R
         )));
     }
     Ok(Bucket {
-        files: file.files,
+        files: file.files.into(),
         importers: file.importers,
         deps_at_load: BTreeMap::new(),
     })

@@ -186,11 +186,11 @@ impl Work<'_> {
         } else {
             Novelty::FirstSeen
         };
-        let blob = record.blob.clone();
-        if let Some(why) = self.cannot_read().filter(|_| !self.source.holds(&blob)) {
+        let blob = record.blob.as_str();
+        if let Some(why) = self.cannot_read().filter(|_| !self.source.holds(blob)) {
             return Ok(Err(self.pending(path, novelty, None, why)));
         }
-        Ok(match self.read(path, &blob)? {
+        Ok(match self.read(path, blob)? {
             Ok((f, bytes)) => Ok((f, bytes)),
             Err(e) => Err(FileReport::new(
                 path,
