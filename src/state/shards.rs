@@ -507,7 +507,7 @@ enum Garbage {
 /// rewrites an eighth of the shards or more read the directory anyway.
 fn garbage(state: &State, reshard: bool, replaced: Vec<String>, buckets: usize) -> Garbage {
     let many = replaced.len().saturating_mul(8) >= buckets;
-    if reshard || many || state.wake.wakes % SWEEP_EVERY == 0 {
+    if reshard || many || state.wake.wakes.is_multiple_of(SWEEP_EVERY) {
         Garbage::Sweep
     } else {
         Garbage::Replaced(replaced)
