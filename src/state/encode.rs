@@ -43,7 +43,7 @@ pub fn put_strs<S: AsRef<str>>(out: &mut Vec<u8>, list: &[S]) {
     out.push(b']');
 }
 
-fn put_u64(out: &mut Vec<u8>, mut n: u64) {
+pub fn put_u64(out: &mut Vec<u8>, mut n: u64) {
     let mut buf = [0u8; 20];
     let mut at = buf.len();
     loop {
