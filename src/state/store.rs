@@ -197,6 +197,12 @@ pub fn load_lazy(path: &Path) -> Result<Option<State>> {
         Ok(None) => return Ok(None),
         Err(e) => return Err(open_error(path, e)),
     };
+    if let Some(parts) = super::manifest::read(&bytes) {
+        let mut state = parts.state;
+        check_schema(path, state.schema)?;
+        shards::attach(&mut state, path, parts.layout, parts.shards)?;
+        return Ok(Some(state));
+    }
     match serde_json::from_slice::<State>(&bytes) {
         Ok(mut state) => {
             check_schema(path, state.schema)?;
