@@ -87,7 +87,8 @@ pub fn read(bytes: &[u8]) -> Option<Parts> {
     let mut rest = body;
     state.backlog = part(&mut rest, b"\"backlog\":")?;
     state.llm = part(&mut rest, b"\"llm\":")?;
-    state.observations = part(&mut rest, b"\"observations\":")?;
+    let log = line(&mut rest, b"\"observations\":")?;
+    state.observations = super::log_json::parse_log(log).ok()?;
     let layout: Layout = part(&mut rest, b"\"layout\":")?;
     // `"shards":[` and a line per shard, then `]}`: the array, whose line
     // breaks are white space.
@@ -103,11 +104,15 @@ pub fn read(bytes: &[u8]) -> Option<Parts> {
 /// The line at the start of `rest` that is `key`, a value and a comma: the
 /// value, and `rest` moved past the line.
 fn part<T: DeserializeOwned>(rest: &mut &[u8], key: &[u8]) -> Option<T> {
+    serde_json::from_slice(line(rest, key)?).ok()
+}
+
+/// The value's text of the line `part` reads.
+fn line<'a>(rest: &mut &'a [u8], key: &[u8]) -> Option<&'a [u8]> {
     let end = rest.iter().position(|&b| b == b'\n')?;
     let line = &rest[..end];
     *rest = &rest[end + 1..];
-    let value = line.strip_prefix(key)?.strip_suffix(b",")?;
-    serde_json::from_slice(value).ok()
+    line.strip_prefix(key)?.strip_suffix(b",")
 }
 
 #[cfg(test)]
