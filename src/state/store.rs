@@ -380,7 +380,7 @@ pub fn encode_manifest(
     body.extend_from_slice(b",\n\"shards\":[");
     for (i, s) in shards.iter().enumerate() {
         body.extend_from_slice(if i == 0 { b"\n" } else { b",\n" });
-        serde_json::to_writer(&mut body, s)?;
+        super::encode::put_saved(&mut body, s.as_ref())?;
     }
     body.extend_from_slice(b"\n]}\n");
     let mut header = state.header();
