@@ -7,6 +7,8 @@ pub mod encode;
 pub mod files;
 pub mod journal;
 pub mod limits;
+pub mod log_json;
+pub mod manifest;
 pub mod records;
 pub mod rfc3339;
 pub mod safe_fs;

@@ -30,6 +30,12 @@ use super::store::sidecar;
 /// average passes twice this.
 pub const TARGET_PER_SHARD: usize = 256;
 
+/// A save reads the whole shard directory, to remove what killed saves left
+/// there, on every wake whose counter is a multiple of this (and on a first
+/// run, a reshard, and a save that rewrites many shards); any other save
+/// removes only the shards it replaced, by name.
+pub const SWEEP_EVERY: u64 = 64;
+
 /// `<state>.d`: where the shards live.
 pub fn dir_of(state: &Path) -> PathBuf {
     sidecar(state, ".d")
@@ -464,7 +470,7 @@ pub fn save(path: &Path, state: &State) -> Result<Written> {
     manifest.commit(path).map_err(|e| manifest_error(path, e))?;
     let mut written = staged.written;
     written.manifest_bytes = bytes.len() as u64;
-    sweep_all_but(path, &staged.shards);
+    clean_up(path, &staged.shards, &staged.garbage);
     Ok(written)
 }
 
@@ -482,6 +488,33 @@ pub struct Staged {
     shards: Vec<Option<Saved>>,
     layout: Layout,
     written: Written,
+    garbage: Garbage,
+}
+
+/// What a save removes once its manifest is durable.
+#[derive(Debug, PartialEq, Eq)]
+enum Garbage {
+    /// Every file of the directory the new manifest does not name, and
+    /// every temporary file there.
+    Sweep,
+    /// Only these shards, which the old manifest named and the new one
+    /// replaced: the directory is not read.
+    Replaced(Vec<String>),
+}
+
+/// Whether this save sweeps the directory, or removes only what it
+/// replaced: reading 512 names and comparing each with the manifest costs a
+/// one-file wake more than writing its shard. Garbage comes only from killed
+/// saves (a removal that failed aside), so sweeping on a bounded schedule
+/// keeps it bounded: within `SWEEP_EVERY` wakes. A reshard and a save that
+/// rewrites an eighth of the shards or more read the directory anyway.
+fn garbage(state: &State, reshard: bool, replaced: Vec<String>, buckets: usize) -> Garbage {
+    let many = replaced.len().saturating_mul(8) >= buckets;
+    if reshard || many || state.wake.wakes.is_multiple_of(SWEEP_EVERY) {
+        Garbage::Sweep
+    } else {
+        Garbage::Replaced(replaced)
+    }
 }
 
 pub fn write_shards(path: &Path, state: &State) -> Result<Staged> {
@@ -570,6 +603,12 @@ fn encode_shards(path: &Path, state: &State, batch: &mut safe_fs::Batch) -> Resu
         }
         shards.push(Some(Saved { id, summary }));
     }
+    let replaced = if reshard {
+        Vec::new()
+    } else {
+        replaced_ids(files, &shards)
+    };
+    let garbage = garbage(state, reshard, replaced, buckets);
     let layout = Layout {
         buckets,
         records: files.len(),
@@ -579,6 +618,7 @@ fn encode_shards(path: &Path, state: &State, batch: &mut safe_fs::Batch) -> Resu
         shards,
         layout,
         written,
+        garbage,
     })
 }
 
@@ -620,22 +660,51 @@ pub fn commit(path: &Path, state: &State, staged: Staged) -> Result<Written> {
         shards,
         layout,
         mut written,
+        garbage,
     } = staged;
     let bytes = super::store::encode_manifest(state, &layout, &shards)?;
     super::store::write_atomically(path, &bytes)?;
     written.manifest_bytes = bytes.len() as u64;
-    sweep_all_but(path, &shards);
+    clean_up(path, &shards, &garbage);
     Ok(written)
 }
 
-/// The new manifest is durable: what it does not name is garbage now.
-fn sweep_all_but(path: &Path, shards: &[Option<Saved>]) {
-    let keep: BTreeSet<String> = shards
+/// The ids the old manifest named in a bucket whose shard this save
+/// replaced (or emptied), under the same bucket count.
+fn replaced_ids(files: &Files, shards: &[Option<Saved>]) -> Vec<String> {
+    files
+        .slots
         .iter()
-        .flatten()
-        .map(|s| format!("{}.json", s.id))
-        .collect();
-    sweep(&dir_of(path), &keep);
+        .zip(shards)
+        .filter_map(|(slot, new)| {
+            let old = slot.saved.as_ref()?;
+            (new.as_ref().map(|s| &s.id) != Some(&old.id)).then(|| old.id.clone())
+        })
+        .collect()
+}
+
+/// The new manifest is durable: what it does not name is garbage now.
+fn clean_up(path: &Path, shards: &[Option<Saved>], garbage: &Garbage) {
+    let dir = dir_of(path);
+    match garbage {
+        Garbage::Sweep => {
+            let keep: BTreeSet<String> = shards
+                .iter()
+                .flatten()
+                .map(|s| format!("{}.json", s.id))
+                .collect();
+            sweep(&dir, &keep);
+        }
+        Garbage::Replaced(ids) => {
+            for id in ids {
+                // A shard's bytes name its bucket, so no other bucket has
+                // its id; checked all the same, it costs nothing.
+                if !shards.iter().flatten().any(|s| &s.id == id) {
+                    let _ = fs::remove_file(dir.join(format!("{id}.json")));
+                }
+            }
+        }
+    }
 }
 
 fn save_error(path: &Path, dir: &Path, e: std::io::Error) -> anyhow::Error {
@@ -821,6 +890,46 @@ mod tests {
             "the replaced shard is gone after the manifest"
         );
         assert_eq!(old.difference(&now).count(), 1);
+    }
+
+    /// What a killed save leaves in the shard directory survives the wakes
+    /// between sweeps (they remove by name only the shards they replaced,
+    /// without reading the directory) and is gone after at most
+    /// `SWEEP_EVERY` of them.
+    #[test]
+    fn a_wake_removes_only_what_it_replaced_and_a_killed_saves_leftovers_go_within_sweep_every_wakes()
+     {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, mut state) = saved(dir.path(), 5000);
+        assert!(state.files.buckets() >= 16, "one shard is under an eighth");
+        let shard_dir = dir_of(&path);
+        let orphan = shard_dir.join(format!("{}.json", "0".repeat(64)));
+        let temp = shard_dir.join(format!("{}.json.tmp-Ab12Cd", "1".repeat(64)));
+        fs::write(&orphan, b"{}\n").unwrap();
+        fs::write(&temp, b"half a shard").unwrap();
+        for wake in 1..=SWEEP_EVERY {
+            state.wake.wakes = wake;
+            state.files.get_mut("f7.js").unwrap().blob = format!("b7-{wake}");
+            let w = save(&path, &state).unwrap();
+            assert_eq!(w.shards, 1);
+            state = store::load_lazy(&path).unwrap().unwrap();
+            state.files.set_rules(NO_RULES);
+            let named: BTreeSet<PathBuf> = state
+                .files
+                .slots
+                .iter()
+                .filter_map(|slot| slot.saved.as_ref())
+                .map(|s| shard_dir.join(format!("{}.json", s.id)))
+                .collect();
+            let mut expected = named.clone();
+            if wake < SWEEP_EVERY {
+                expected.insert(orphan.clone());
+                assert!(temp.exists(), "wake {wake} read the directory");
+            } else {
+                assert!(!temp.exists(), "the temp file outlived the sweep");
+            }
+            assert_eq!(on_disk(&path), expected, "wake {wake}");
+        }
     }
 
     #[test]

@@ -197,6 +197,12 @@ pub fn load_lazy(path: &Path) -> Result<Option<State>> {
         Ok(None) => return Ok(None),
         Err(e) => return Err(open_error(path, e)),
     };
+    if let Some(parts) = super::manifest::read(&bytes) {
+        let mut state = parts.state;
+        check_schema(path, state.schema)?;
+        shards::attach(&mut state, path, parts.layout, parts.shards)?;
+        return Ok(Some(state));
+    }
     match serde_json::from_slice::<State>(&bytes) {
         Ok(mut state) => {
             check_schema(path, state.schema)?;
@@ -322,7 +328,14 @@ fn encode_common(state: &State, body: &mut Vec<u8>) -> Result<()> {
     body.extend_from_slice(b",\n\"llm\":");
     crate::redact::to_writer(&mut *body, &state.llm)?;
     body.extend_from_slice(b",\n\"observations\":");
-    crate::redact::to_writer(&mut *body, &state.observations)?;
+    // Written directly, then checked whole: only a log holding something
+    // to redact goes through the redaction's own serialisation.
+    let at = body.len();
+    super::log_json::put_log(body, &state.observations)?;
+    if !std::str::from_utf8(&body[at..]).is_ok_and(crate::redact::nothing_to_redact) {
+        body.truncate(at);
+        crate::redact::to_writer(&mut *body, &state.observations)?;
+    }
     Ok(())
 }
 
@@ -367,7 +380,7 @@ pub fn encode_manifest(
     body.extend_from_slice(b",\n\"shards\":[");
     for (i, s) in shards.iter().enumerate() {
         body.extend_from_slice(if i == 0 { b"\n" } else { b",\n" });
-        serde_json::to_writer(&mut body, s)?;
+        super::encode::put_saved(&mut body, s.as_ref())?;
     }
     body.extend_from_slice(b"\n]}\n");
     let mut header = state.header();

@@ -1,0 +1,553 @@
+//! The observation log's JSON in the manifest, written directly, byte for
+//! byte what `serde_json::to_writer` writes for it: up to 500 open watches,
+//! three RFC 3339 times each, are written on every wake, and serde's
+//! generic path escapes every field name and scans every string byte by
+//! byte on the way.
+//!
+//! The writer knows the field order of the derived `Serialize` of
+//! `ObservationLog`, `Watch`, `Prediction`, `Resolution` and `Totals`; the
+//! tests compare it with serde on logs with every field set, the
+//! structs built without `..Default::default()` so that a field added to
+//! one of them fails to build them until the writer knows it.
+//!
+//! The reader (`read_log`) takes only that text back: every field in that
+//! order, no white space, no escape in a string. Anything else gives
+//! `None` and is read by serde (`parse_log`), which alone decides what is
+//! refused; what the reader returns for a text is what serde returns.
+
+use chrono::{DateTime, Utc};
+
+use super::encode::{put_str, put_u64};
+use super::records::observation::{
+    Category, ObservationLog, Prediction, Resolution, Totals, Watch,
+};
+use super::rfc3339;
+
+/// The log as `serde_json::to_writer` writes it, appended to `out`.
+pub fn put_log(out: &mut Vec<u8>, log: &ObservationLog) -> serde_json::Result<()> {
+    out.extend_from_slice(b"{\"open\":{");
+    for (i, (path, w)) in log.open.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        put_str(out, path);
+        out.push(b':');
+        put_watch(out, w)?;
+    }
+    out.extend_from_slice(b"},\"resolved\":[");
+    for (i, r) in log.resolved.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        put_resolution(out, r);
+    }
+    out.extend_from_slice(b"],\"totals\":");
+    put_totals(out, &log.totals);
+    out.push(b'}');
+    Ok(())
+}
+
+fn put_bool(out: &mut Vec<u8>, b: bool) {
+    out.extend_from_slice(if b { b"true" } else { b"false" });
+}
+
+fn put_time(out: &mut Vec<u8>, t: &chrono::DateTime<chrono::Utc>) {
+    // The text never needs an escape.
+    out.push(b'"');
+    out.extend_from_slice(rfc3339::text(t).as_bytes());
+    out.push(b'"');
+}
+
+/// `,"key":`.
+fn key(out: &mut Vec<u8>, k: &str) {
+    out.extend_from_slice(b",\"");
+    out.extend_from_slice(k.as_bytes());
+    out.extend_from_slice(b"\":");
+}
+
+fn put_prediction(out: &mut Vec<u8>, p: &Prediction) -> serde_json::Result<()> {
+    out.extend_from_slice(b"{\"stable\":");
+    put_bool(out, p.stable);
+    key(out, "risk");
+    put_str(out, &p.risk);
+    key(out, "problem_probability");
+    // serde's own float text (and its `null` for what is not finite).
+    serde_json::to_writer(&mut *out, &p.problem_probability)?;
+    out.push(b'}');
+    Ok(())
+}
+
+fn put_watch(out: &mut Vec<u8>, w: &Watch) -> serde_json::Result<()> {
+    out.extend_from_slice(b"{\"category\":\"");
+    out.extend_from_slice(w.category.as_str().as_bytes());
+    out.push(b'"');
+    key(out, "prediction");
+    match &w.prediction {
+        Some(p) => put_prediction(out, p)?,
+        None => out.extend_from_slice(b"null"),
+    }
+    key(out, "first_ts");
+    put_time(out, &w.first_ts);
+    key(out, "last_ts");
+    put_time(out, &w.last_ts);
+    key(out, "reevaluate_at");
+    put_time(out, &w.reevaluate_at);
+    key(out, "rollback_baseline");
+    put_u64(out, u64::from(w.rollback_baseline));
+    key(out, "observations");
+    put_u64(out, w.observations);
+    out.push(b'}');
+    Ok(())
+}
+
+fn put_resolution(out: &mut Vec<u8>, r: &Resolution) {
+    out.extend_from_slice(b"{\"path\":");
+    put_str(out, &r.path);
+    key(out, "correct");
+    put_bool(out, r.correct);
+    key(out, "reason");
+    put_str(out, &r.reason);
+    key(out, "predicted_stable");
+    put_bool(out, r.predicted_stable);
+    key(out, "observed_stable");
+    put_bool(out, r.observed_stable);
+    key(out, "opened");
+    put_time(out, &r.opened);
+    key(out, "resolved");
+    put_time(out, &r.resolved);
+    key(out, "observations");
+    put_u64(out, r.observations);
+    out.push(b'}');
+}
+
+fn put_totals(out: &mut Vec<u8>, t: &Totals) {
+    out.extend_from_slice(b"{\"by_category\":{");
+    for (i, (k, n)) in t.by_category.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        put_str(out, k);
+        out.push(b':');
+        put_u64(out, *n);
+    }
+    out.extend_from_slice(b"}");
+    key(out, "resolved_correct");
+    put_u64(out, t.resolved_correct);
+    key(out, "resolved_wrong");
+    put_u64(out, t.resolved_wrong);
+    out.push(b'}');
+}
+
+/// The log in `bytes`, as serde reads it: directly when it is the text
+/// `put_log` writes, through serde otherwise.
+pub fn parse_log(bytes: &[u8]) -> serde_json::Result<ObservationLog> {
+    match read_log(bytes) {
+        Some(log) => Ok(log),
+        None => serde_json::from_slice(bytes),
+    }
+}
+
+/// The log, when `bytes` are exactly the text `put_log` writes for one.
+pub fn read_log(bytes: &[u8]) -> Option<ObservationLog> {
+    let mut c = Cursor { b: bytes, at: 0 };
+    let mut log = ObservationLog::default();
+    c.lit(b"{\"open\":{")?;
+    if !c.eat(b'}') {
+        loop {
+            let path = c.str()?.to_string();
+            c.lit(b":")?;
+            log.open.insert(path, c.watch()?);
+            if c.eat(b'}') {
+                break;
+            }
+            c.lit(b",")?;
+        }
+    }
+    c.lit(b",\"resolved\":[")?;
+    if !c.eat(b']') {
+        loop {
+            log.resolved.push_back(c.resolution()?);
+            if c.eat(b']') {
+                break;
+            }
+            c.lit(b",")?;
+        }
+    }
+    c.lit(b",\"totals\":{\"by_category\":{")?;
+    if !c.eat(b'}') {
+        loop {
+            let k = c.str()?.to_string();
+            c.lit(b":")?;
+            log.totals.by_category.insert(k, c.u64()?);
+            if c.eat(b'}') {
+                break;
+            }
+            c.lit(b",")?;
+        }
+    }
+    c.lit(b",\"resolved_correct\":")?;
+    log.totals.resolved_correct = c.u64()?;
+    c.lit(b",\"resolved_wrong\":")?;
+    log.totals.resolved_wrong = c.u64()?;
+    c.lit(b"}}")?;
+    (c.at == bytes.len()).then_some(log)
+}
+
+/// A reader of the one text `put_log` writes; every method gives `None`
+/// where that text would not be.
+struct Cursor<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn lit(&mut self, s: &[u8]) -> Option<()> {
+        let rest = self.b.get(self.at..)?;
+        rest.starts_with(s).then(|| self.at += s.len())
+    }
+
+    fn eat(&mut self, c: u8) -> bool {
+        self.lit(&[c]).is_some()
+    }
+
+    /// A string without escapes or control characters, valid UTF-8.
+    fn str(&mut self) -> Option<&'a str> {
+        self.lit(b"\"")?;
+        let rest = self.b.get(self.at..)?;
+        let len = rest
+            .iter()
+            .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
+        if rest[len] != b'"' {
+            return None;
+        }
+        let s = std::str::from_utf8(&rest[..len]).ok()?;
+        self.at += len + 1;
+        Some(s)
+    }
+
+    /// Digits as serde reads a `u64`: no sign, no leading zero, no overflow.
+    fn u64(&mut self) -> Option<u64> {
+        let rest = self.b.get(self.at..)?;
+        let len = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+        let digits = &rest[..len];
+        if len == 0 || (len > 1 && digits[0] == b'0') {
+            return None;
+        }
+        // What follows a number here is `,` or `}`, never a fraction.
+        if matches!(rest.get(len), Some(b'.' | b'e' | b'E')) {
+            return None;
+        }
+        let n = digits.iter().try_fold(0u64, |n, d| {
+            n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+        })?;
+        self.at += len;
+        Some(n)
+    }
+
+    fn bool(&mut self) -> Option<bool> {
+        if self.lit(b"true").is_some() {
+            return Some(true);
+        }
+        self.lit(b"false").map(|_| false)
+    }
+
+    fn time(&mut self) -> Option<DateTime<Utc>> {
+        rfc3339::parse(self.str()?).ok()
+    }
+
+    /// A number, read by serde itself: its float parsing is its own.
+    fn f64(&mut self) -> Option<f64> {
+        let rest = self.b.get(self.at..)?;
+        let len = rest
+            .iter()
+            .take_while(|b| matches!(b, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E'))
+            .count();
+        let n = serde_json::from_slice(&rest[..len]).ok()?;
+        self.at += len;
+        Some(n)
+    }
+
+    fn category(&mut self) -> Option<Category> {
+        match self.str()? {
+            "NO_VALUE" => Some(Category::NoValue),
+            "INSUFFICIENT_DATA" => Some(Category::InsufficientData),
+            "OBSERVE" => Some(Category::Observe),
+            _ => None,
+        }
+    }
+
+    fn watch(&mut self) -> Option<Watch> {
+        self.lit(b"{\"category\":")?;
+        let category = self.category()?;
+        self.lit(b",\"prediction\":")?;
+        let prediction = if self.lit(b"null").is_some() {
+            None
+        } else {
+            self.lit(b"{\"stable\":")?;
+            let stable = self.bool()?;
+            self.lit(b",\"risk\":")?;
+            let risk = self.str()?.to_string();
+            self.lit(b",\"problem_probability\":")?;
+            let problem_probability = self.f64()?;
+            self.lit(b"}")?;
+            Some(Prediction {
+                stable,
+                risk,
+                problem_probability,
+            })
+        };
+        self.lit(b",\"first_ts\":")?;
+        let first_ts = self.time()?;
+        self.lit(b",\"last_ts\":")?;
+        let last_ts = self.time()?;
+        self.lit(b",\"reevaluate_at\":")?;
+        let reevaluate_at = self.time()?;
+        self.lit(b",\"rollback_baseline\":")?;
+        let rollback_baseline = u32::try_from(self.u64()?).ok()?;
+        self.lit(b",\"observations\":")?;
+        let observations = self.u64()?;
+        self.lit(b"}")?;
+        Some(Watch {
+            category,
+            prediction,
+            first_ts,
+            last_ts,
+            reevaluate_at,
+            rollback_baseline,
+            observations,
+        })
+    }
+
+    fn resolution(&mut self) -> Option<Resolution> {
+        self.lit(b"{\"path\":")?;
+        let path = self.str()?.to_string();
+        self.lit(b",\"correct\":")?;
+        let correct = self.bool()?;
+        self.lit(b",\"reason\":")?;
+        let reason = self.str()?.to_string();
+        self.lit(b",\"predicted_stable\":")?;
+        let predicted_stable = self.bool()?;
+        self.lit(b",\"observed_stable\":")?;
+        let observed_stable = self.bool()?;
+        self.lit(b",\"opened\":")?;
+        let opened = self.time()?;
+        self.lit(b",\"resolved\":")?;
+        let resolved = self.time()?;
+        self.lit(b",\"observations\":")?;
+        let observations = self.u64()?;
+        self.lit(b"}")?;
+        Some(Resolution {
+            path,
+            correct,
+            reason,
+            predicted_stable,
+            observed_stable,
+            opened,
+            resolved,
+            observations,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::records::observation::Category;
+    use chrono::{DateTime, TimeZone, Utc};
+
+    const STRINGS: [&str; 7] = [
+        "plain",
+        "",
+        "quote \" and \\ backslash",
+        "tab\tnew\nline\r\u{8}\u{c}\u{1}\u{1f}\u{7f}",
+        "unicode é ✓ 𝄞 \u{2028}",
+        "</script>",
+        "src/d1/f10.txt",
+    ];
+
+    const FLOATS: [f64; 9] = [
+        0.05,
+        0.04999999999999999,
+        0.0,
+        -0.0,
+        1.0,
+        1e-7,
+        1e300,
+        f64::NAN,
+        f64::INFINITY,
+    ];
+
+    fn times() -> Vec<DateTime<Utc>> {
+        vec![
+            Utc.with_ymd_and_hms(2026, 7, 1, 0, 0, 0).unwrap(),
+            Utc.with_ymd_and_hms(1, 1, 1, 0, 0, 0).unwrap(),
+            Utc.with_ymd_and_hms(10000, 1, 1, 0, 0, 0).unwrap(),
+            Utc.timestamp_opt(1_782_864_000, 5_000_000).unwrap(),
+            Utc.timestamp_opt(1_782_863_999, 1_500_000_000).unwrap(),
+        ]
+    }
+
+    /// A log of `n` watches and resolutions drawn from the strings,
+    /// floats and times above, every field set (no `..Default`).
+    fn log(n: usize) -> ObservationLog {
+        let t = times();
+        let categories = [
+            Category::NoValue,
+            Category::InsufficientData,
+            Category::Observe,
+        ];
+        let mut log = ObservationLog::default();
+        for i in 0..n {
+            let s = STRINGS[i % STRINGS.len()];
+            let prediction = (i % 4 != 3).then(|| Prediction {
+                stable: i % 2 == 0,
+                risk: STRINGS[(i + 1) % STRINGS.len()].into(),
+                problem_probability: FLOATS[i % FLOATS.len()],
+            });
+            let watch = Watch {
+                category: categories[i % 3],
+                prediction,
+                first_ts: t[i % t.len()],
+                last_ts: t[(i + 1) % t.len()],
+                reevaluate_at: t[(i + 2) % t.len()],
+                rollback_baseline: if i % 5 == 0 { u32::MAX } else { i as u32 },
+                observations: if i % 7 == 0 { u64::MAX } else { i as u64 },
+            };
+            log.open.insert(format!("{s}{i}"), watch);
+            log.resolved.push_back(Resolution {
+                path: format!("{s}/{i}"),
+                correct: i % 3 == 0,
+                reason: STRINGS[(i + 3) % STRINGS.len()].into(),
+                predicted_stable: i % 2 == 1,
+                observed_stable: i % 3 == 1,
+                opened: t[(i + 3) % t.len()],
+                resolved: t[(i + 4) % t.len()],
+                observations: i as u64,
+            });
+            *log.totals.by_category.entry(s.into()).or_default() += i as u64;
+        }
+        log.totals = Totals {
+            by_category: log.totals.by_category,
+            resolved_correct: n as u64,
+            resolved_wrong: u64::MAX,
+        };
+        log
+    }
+
+    fn direct(log: &ObservationLog) -> String {
+        let mut out = Vec::new();
+        put_log(&mut out, log).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    /// Whatever the text, the direct reader declines it or reads what serde
+    /// reads; the text the writer writes it reads, escapes aside.
+    #[test]
+    fn the_direct_observation_log_reader_reads_what_serde_reads_or_declines() {
+        let plain = |log: &ObservationLog| {
+            let mut log = log.clone();
+            for w in log.open.values_mut() {
+                // NaN and infinities are written as `null`, which no
+                // reader takes back.
+                w.prediction.iter_mut().for_each(|p| {
+                    p.risk = "low".into();
+                    if !p.problem_probability.is_finite() {
+                        p.problem_probability = 0.5;
+                    }
+                });
+            }
+            for r in &mut log.resolved {
+                r.reason = "window-elapsed".into();
+                r.path = r
+                    .path
+                    .replace(|c: char| c.is_control() || c == '"' || c == '\\', "_");
+            }
+            log.open = log
+                .open
+                .into_iter()
+                .map(|(k, v)| {
+                    (
+                        k.replace(|c: char| c.is_control() || c == '"' || c == '\\', "_"),
+                        v,
+                    )
+                })
+                .collect();
+            log.totals.by_category = log
+                .totals
+                .by_category
+                .into_iter()
+                .map(|(k, v)| {
+                    (
+                        k.replace(|c: char| c.is_control() || c == '"' || c == '\\', "_"),
+                        v,
+                    )
+                })
+                .collect();
+            log
+        };
+        let mut texts = Vec::new();
+        for n in [0, 1, 2, 3, 4, 7, 9, 45, 500] {
+            let escaped = direct(&log(n));
+            let plain = direct(&plain(&log(n)));
+            let serde: ObservationLog = serde_json::from_str(&plain).unwrap();
+            let read = read_log(plain.as_bytes()).expect("the text the writer writes");
+            assert_eq!(
+                serde_json::to_string(&read).unwrap(),
+                serde_json::to_string(&serde).unwrap(),
+                "{n}"
+            );
+            assert_eq!(read, serde, "{n}");
+            texts.push(escaped);
+            texts.push(plain);
+        }
+        let base = texts[9].clone();
+        let edits = [
+            base.replacen("\"open\":", "\"open\" :", 1),
+            base.replacen("{\"category\"", "{ \"category\"", 1),
+            base.replacen(
+                ",\"last_ts\"",
+                ",\"last_ts\":\"2026-07-01T00:00:00Z\",\"last_ts\"",
+                1,
+            ),
+            base.replacen(",\"observations\":1}", "}", 1),
+            base.replacen("\"rollback_baseline\":1,", "\"rollback_baseline\":01,", 1),
+            base.replacen(
+                "\"rollback_baseline\":1,",
+                "\"rollback_baseline\":4294967296,",
+                1,
+            ),
+            base.replacen("\"rollback_baseline\":1,", "\"rollback_baseline\":1.0,", 1),
+            base.replacen("\"rollback_baseline\":1,", "\"rollback_baseline\":-1,", 1),
+            base.replacen("\"OBSERVE\"", "\"observe\"", 1),
+            base.replacen("2026-07-01T00:00:00Z", "2026-07-01T00:00:00+00:00", 1),
+            base.replacen("2026-07-01T00:00:00Z", "2026-02-30T00:00:00Z", 1),
+            base.replacen("\"stable\":true", "\"stable\":1", 1),
+            base.replacen("\"resolved_wrong\":", "\"resolved_wrong\": ", 1),
+            format!("{base} "),
+            base[..base.len() - 1].to_string(),
+            base.replacen("\"totals\":{", "\"totals\":{\"x\":1,", 1),
+        ];
+        for (i, e) in edits.iter().enumerate() {
+            assert!(e != &base, "edit {i} applies");
+        }
+        for (i, text) in texts.iter().chain(&edits).enumerate() {
+            let serde = serde_json::from_str::<ObservationLog>(text).ok();
+            if let Some(read) = read_log(text.as_bytes()) {
+                assert_eq!(Some(read), serde, "text {i} read otherwise");
+            }
+            assert_eq!(parse_log(text.as_bytes()).ok(), serde, "text {i}");
+        }
+    }
+
+    #[test]
+    fn the_direct_observation_log_writer_writes_what_serde_writes() {
+        for n in [0, 1, 2, 3, 4, 7, 9, 45, 500] {
+            let log = log(n);
+            assert_eq!(direct(&log), serde_json::to_string(&log).unwrap(), "{n}");
+        }
+        assert_eq!(
+            direct(&ObservationLog::default()),
+            serde_json::to_string(&ObservationLog::default()).unwrap()
+        );
+    }
+}
