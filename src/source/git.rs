@@ -309,9 +309,12 @@ impl GitSource {
         if !is_object_id(from) || !is_object_id(tip) {
             return None;
         }
-        let walk = self
-            .object_walk(from, tip)
-            .or_else(|| self.log_walk(from, tip))?;
+        let walk = match self.object_walk(from, tip) {
+            Ok(walk) => walk,
+            // `git log` would meet the same merge, root or long range.
+            Err(super::git_objects::GaveWay::NotOneLine) => return None,
+            Err(super::git_objects::GaveWay::Unsure) => self.log_walk(from, tip)?,
+        };
         let head = walk.head.clone();
         self.walk = Some(walk);
         Some(head)
@@ -319,13 +322,19 @@ impl GitSource {
 
     /// The walk from the objects, read through the child `begin` started
     /// (or one started now), which then stays to read the wake's contents.
-    fn object_walk(&mut self, from: &str, tip: &str) -> Option<super::git_walk::Walk> {
+    fn object_walk(
+        &mut self,
+        from: &str,
+        tip: &str,
+    ) -> Result<super::git_walk::Walk, super::git_objects::GaveWay> {
         let path = self.path.clone();
-        if let Some(walk) = self
-            .odb()
-            .and_then(|odb| super::git_objects::walk(odb, from, tip, path.as_deref()))
-        {
-            return Some(walk);
+        if let Some(odb) = self.odb() {
+            match super::git_objects::walk(odb, from, tip, path.as_deref()) {
+                // An object the files did not show (or could not be read
+                // here) is asked of git's child below.
+                Err(super::git_objects::GaveWay::Unsure) => {}
+                answer => return answer,
+            }
         }
         let mut cat_file = match self.begun.take() {
             Some(b) if b.from == from && b.tip == tip => b.cat_file,
@@ -333,7 +342,7 @@ impl GitSource {
                 if let Some(stale) = other {
                     stale.kill();
                 }
-                CatFile::spawn(self.git()).ok()?
+                CatFile::spawn(self.git()).map_err(|_| super::git_objects::GaveWay::Unsure)?
             }
         };
         let mut asking = Asking {
@@ -2231,7 +2240,7 @@ mod tests {
             for (i, from) in commits.iter().enumerate() {
                 for tip in &commits[i..] {
                     let reference = source.log_walk(from, tip);
-                    let walked = source.object_walk(from, tip);
+                    let walked = source.object_walk(from, tip).ok();
                     assert_eq!(walked, reference, "from {from} to {tip} at {path:?}");
                     answered += usize::from(walked.is_some());
                 }
@@ -2265,27 +2274,30 @@ mod tests {
         }
         let unknown = format!("{:040x}", 7);
         let mut source = repo.source(Some("src"));
-        for (from, tip) in [
-            (&root, &merged),
-            (&side, &merged),
-            (&merged, &last),
-            (&unknown, &last),
-            (&root, &root),
+        use crate::source::git_objects::GaveWay::{NotOneLine, Unsure};
+        // Not one line: `git log` is not asked, it would give way too.
+        for (from, tip, why) in [
+            (&root, &merged, NotOneLine),
+            (&side, &merged, NotOneLine),
+            (&merged, &last, NotOneLine),
+            (&unknown, &last, NotOneLine),
+            (&unknown, &unknown, Unsure),
+            (&root, &root, Unsure),
         ] {
-            assert_eq!(source.object_walk(from, tip), None, "{from}..{tip}");
+            assert_eq!(source.object_walk(from, tip), Err(why), "{from}..{tip}");
             assert_eq!(source.log_walk(from, tip), None, "{from}..{tip}");
         }
         // The longest range taken, and a root below it.
         let from = &line[0];
-        assert!(source.object_walk(from, &last).is_some());
+        assert!(source.object_walk(from, &last).is_ok());
         assert_eq!(
-            source.object_walk(from, &last),
+            source.object_walk(from, &last).ok(),
             source.log_walk(from, &last)
         );
         let mut orphan = repo.source(Some("src"));
         repo.git(&["checkout", "-q", "--orphan", "fresh"]);
         let fresh = repo.commit("root");
-        assert_eq!(orphan.object_walk(&root, &fresh), None);
+        assert_eq!(orphan.object_walk(&root, &fresh), Err(NotOneLine));
     }
 
     /// Each round trip to git waits for it to be scheduled: the walk asks

@@ -103,16 +103,25 @@ struct Reader<'a> {
     trees: HashMap<[u8; ID_LEN], Rc<Vec<Entry>>>,
 }
 
+/// Why the objects did not answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum GaveWay {
+    /// The commits are not one short line (a merge, a root, more than the
+    /// walk takes): `git log` would see the same and give way too.
+    NotOneLine,
+    /// Anything else: `git log` may still answer.
+    Unsure,
+}
+
 /// The walk from `from` to `tip` for the watched path (`None`: the whole
-/// repository), or `None` when the objects cannot answer it exactly.
+/// repository), or why the objects cannot answer it exactly.
 pub(crate) fn walk(
     objects: &mut dyn Objects,
     from: &str,
     tip: &str,
     watched: Option<&str>,
-) -> Option<Walk> {
-    let parts = components(watched)?;
-    let prefix = watched.unwrap_or("").as_bytes();
+) -> Result<Walk, GaveWay> {
+    let parts = components(watched).ok_or(GaveWay::Unsure)?;
     let mut reader = Reader {
         objects,
         budget: MAX_BYTES,
@@ -120,13 +129,24 @@ pub(crate) fn walk(
         trees: HashMap::new(),
     };
     let line = reader.line(from, tip)?;
+    along(&mut reader, line, from, (watched, &parts)).ok_or(GaveWay::Unsure)
+}
+
+/// The walk over `line`, the commits above `from`, newest first.
+fn along(
+    reader: &mut Reader,
+    line: Vec<(String, Commit)>,
+    from: &str,
+    (watched, parts): (Option<&str>, &[&[u8]]),
+) -> Option<Walk> {
+    let prefix = watched.unwrap_or("").as_bytes();
     let base = reader.commit(from)?;
     let roots: Vec<[u8; ID_LEN]> = line
         .iter()
         .map(|(_, c)| c.tree)
         .chain([base.tree])
         .collect();
-    let mut nodes = reader.at(&roots, &parts)?;
+    let mut nodes = reader.at(&roots, parts)?;
     let base = nodes.pop()?;
     let mut head = None;
     let mut reverts = Vec::new();
@@ -211,9 +231,9 @@ fn touched(differs: &[Differs]) -> Vec<String> {
 impl Reader<'_> {
     /// The commits from `tip` down to `from` (excluded), newest first, when
     /// each has one parent and `from` is reached within the bound.
-    fn line(&mut self, from: &str, tip: &str) -> Option<Vec<(String, Commit)>> {
-        if from.len() != 2 * ID_LEN || tip.len() != 2 * ID_LEN {
-            return None;
+    fn line(&mut self, from: &str, tip: &str) -> Result<Vec<(String, Commit)>, GaveWay> {
+        if from.len() != 2 * ID_LEN || tip.len() != 2 * ID_LEN || from == tip {
+            return Err(GaveWay::Unsure);
         }
         let mut line = Vec::new();
         let mut id = tip.to_string();
@@ -221,16 +241,16 @@ impl Reader<'_> {
         self.fetch(&[tip.to_string(), from.to_string()]);
         while id != from {
             if line.len() == MAX_COMMITS {
-                return None;
+                return Err(GaveWay::NotOneLine);
             }
-            let commit = self.commit(&id)?;
+            let commit = self.commit(&id).ok_or(GaveWay::Unsure)?;
             let [parent] = &commit.parents[..] else {
-                return None;
+                return Err(GaveWay::NotOneLine);
             };
             let parent = parent.clone();
             line.push((std::mem::replace(&mut id, parent), commit));
         }
-        (!line.is_empty()).then_some(line)
+        Ok(line)
     }
 
     /// Asks for the `ids` not fetched yet, all at once, within the budget.

@@ -1,8 +1,8 @@
 //! The wake's walk over the commits since the remembered head is read from
 //! the objects: from the object files themselves, or, in a clone whose
 //! objects git must read (a partial clone), through the same `git cat-file
-//! --batch` that then reads the changed files. What the objects cannot
-//! answer exactly (a merge) is walked with `git log` as before.
+//! --batch` that then reads the changed files. A merge is left to the usual
+//! lookups (`git log -1`, `git diff-tree`, `git log`) as before.
 
 use std::fs;
 
@@ -60,7 +60,7 @@ fn a_tip_moved_outside_the_watched_path_costs_no_git_process_and_no_wake() {
 }
 
 #[test]
-fn a_merge_wakes_through_the_log_walk_and_judges_both_sides() {
+fn a_merge_wakes_through_the_usual_lookups_and_judges_both_sides() {
     let mut sb = Sandbox::with_files(&["a.js", "b.js", "c.js"]);
     expect_code(&sb.tick(&at(0), &[]), 10);
     let main = sb.repo.git(&["rev-parse", "--abbrev-ref", "HEAD"]);
@@ -77,8 +77,11 @@ fn a_merge_wakes_through_the_log_walk_and_judges_both_sides() {
 
     let out = sb.tick(&at(2), &[]);
     expect_code(&out, 12);
+    // The objects show a merge: the head is asked of `git log -1`, and no
+    // `git log --raw` is started to meet the same merge.
     let calls = git_calls(&log);
-    assert!(calls.iter().any(|c| c.contains(" log ")), "{calls:#?}");
+    assert!(calls.iter().any(|c| c.contains(" log -1 ")), "{calls:#?}");
+    assert!(!calls.iter().any(|c| c.contains("--raw")), "{calls:#?}");
     assert_eq!(sb.stats()["wake"]["last_head"], merged.as_str());
     let out = out.json();
     let mut judged: Vec<&str> = out["files"]
