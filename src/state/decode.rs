@@ -13,21 +13,22 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 
+use super::json_read::Cursor;
 use super::schema::{ContentFacts, Decision, FileRecord, Outcome};
 use super::shards::ShardFile;
 
 /// The shard in `bytes`, when it is laid out as the writer lays it out.
 pub(super) fn shard(bytes: &[u8]) -> Option<ShardFile> {
-    let mut c = Cursor { b: bytes, at: 0 };
-    c.eat(b"{\"bucket\":")?;
+    let mut c = Cursor::new(bytes);
+    c.lit(b"{\"bucket\":")?;
     let bucket = usize::try_from(c.u64()?).ok()?;
-    c.eat(b",\"of\":")?;
+    c.lit(b",\"of\":")?;
     let of = usize::try_from(c.u64()?).ok()?;
-    c.eat(b",\"files\":{")?;
+    c.lit(b",\"files\":{")?;
     let files = c.entries(Cursor::record)?;
-    c.eat(b",\"importers\":{")?;
+    c.lit(b",\"importers\":{")?;
     let importers = c.entries(Cursor::strs)?;
-    c.eat(b"}\n")?;
+    c.lit(b"}\n")?;
     (c.at == bytes.len()).then_some(ShardFile {
         bucket,
         of,
@@ -36,21 +37,7 @@ pub(super) fn shard(bytes: &[u8]) -> Option<ShardFile> {
     })
 }
 
-struct Cursor<'a> {
-    b: &'a [u8],
-    at: usize,
-}
-
 impl<'a> Cursor<'a> {
-    fn eat(&mut self, lit: &[u8]) -> Option<()> {
-        let end = self.at.checked_add(lit.len())?;
-        (self.b.get(self.at..end)? == lit).then(|| self.at = end)
-    }
-
-    fn peek(&self) -> Option<u8> {
-        self.b.get(self.at).copied()
-    }
-
     /// `\n"key":value` entries, `,`-separated, up to `\n}`; keys strictly
     /// ascending, as the writer's path order has them (serde would keep
     /// the last of two equal keys: leave that to it).
@@ -58,40 +45,24 @@ impl<'a> Cursor<'a> {
         let mut out: Vec<(String, T)> = Vec::new();
         loop {
             if !out.is_empty() {
-                if self.eat(b"\n}").is_some() {
+                if self.lit(b"\n}").is_some() {
                     break;
                 }
-                self.eat(b",")?;
+                self.lit(b",")?;
             }
-            self.eat(b"\n")?;
-            if out.is_empty() && self.eat(b"}").is_some() {
+            self.lit(b"\n")?;
+            if out.is_empty() && self.lit(b"}").is_some() {
                 break;
             }
             let key = self.str()?;
             if out.last().is_some_and(|(last, _)| last.as_str() >= key) {
                 return None;
             }
-            self.eat(b":")?;
+            self.lit(b":")?;
             out.push((key.to_string(), value(self)?));
         }
         // Sorted: built in bulk, every node full.
         Some(out.into_iter().collect())
-    }
-
-    /// A string without escapes or control bytes (the writer leaves those
-    /// to serde, and so does this reader).
-    fn str(&mut self) -> Option<&'a str> {
-        self.eat(b"\"")?;
-        let rest = self.b.get(self.at..)?;
-        let len = rest
-            .iter()
-            .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
-        if rest[len] != b'"' {
-            return None;
-        }
-        let s = std::str::from_utf8(&rest[..len]).ok()?;
-        self.at += len + 1;
-        Some(s)
     }
 
     fn string(&mut self) -> Option<String> {
@@ -99,40 +70,18 @@ impl<'a> Cursor<'a> {
     }
 
     fn strs(&mut self) -> Option<Vec<String>> {
-        self.eat(b"[")?;
+        self.lit(b"[")?;
         let mut out = Vec::new();
-        if self.eat(b"]").is_some() {
+        if self.lit(b"]").is_some() {
             return Some(out);
         }
         loop {
             out.push(self.string()?);
-            if self.eat(b"]").is_some() {
+            if self.lit(b"]").is_some() {
                 return Some(out);
             }
-            self.eat(b",")?;
+            self.lit(b",")?;
         }
-    }
-
-    /// An unsigned integer as serde_json reads one: no sign, no leading
-    /// zero, no fraction or exponent, no overflow.
-    fn u64(&mut self) -> Option<u64> {
-        let rest = self.b.get(self.at..)?;
-        let len = rest
-            .iter()
-            .position(|b| !b.is_ascii_digit())
-            .unwrap_or(rest.len());
-        if len == 0 || (len > 1 && rest[0] == b'0') {
-            return None;
-        }
-        if matches!(rest.get(len), Some(b'.' | b'e' | b'E')) {
-            return None;
-        }
-        let mut n: u64 = 0;
-        for &d in &rest[..len] {
-            n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
-        }
-        self.at += len;
-        Some(n)
     }
 
     fn u32(&mut self) -> Option<u32> {
@@ -145,17 +94,17 @@ impl<'a> Cursor<'a> {
     }
 
     fn ts_list(&mut self) -> Option<Vec<DateTime<Utc>>> {
-        self.eat(b"[")?;
+        self.lit(b"[")?;
         let mut out = Vec::new();
-        if self.eat(b"]").is_some() {
+        if self.lit(b"]").is_some() {
             return Some(out);
         }
         loop {
             out.push(self.ts()?);
-            if self.eat(b"]").is_some() {
+            if self.lit(b"]").is_some() {
                 return Some(out);
             }
-            self.eat(b",")?;
+            self.lit(b",")?;
         }
     }
 
@@ -193,16 +142,16 @@ impl<'a> Cursor<'a> {
     }
 
     fn content(&mut self) -> Option<ContentFacts> {
-        self.eat(b"{\"hash\":")?;
+        self.lit(b"{\"hash\":")?;
         let hash = self.string()?;
-        self.eat(b",\"chars\":")?;
+        self.lit(b",\"chars\":")?;
         let chars = self.u64()?;
-        let imports = if self.eat(b",\"imports\":").is_some() {
+        let imports = if self.lit(b",\"imports\":").is_some() {
             self.strs()?
         } else {
             Vec::new()
         };
-        self.eat(b"}")?;
+        self.lit(b"}")?;
         Some(ContentFacts {
             hash,
             chars,
@@ -211,19 +160,19 @@ impl<'a> Cursor<'a> {
     }
 
     fn decision(&mut self) -> Option<Decision> {
-        self.eat(b"{\"outcome\":")?;
+        self.lit(b"{\"outcome\":")?;
         let name = self.str()?;
         let outcome = Outcome::ALL.into_iter().find(|o| o.as_str() == name)?;
-        self.eat(b",\"reason\":")?;
+        self.lit(b",\"reason\":")?;
         let reason = self.string()?;
-        self.eat(b",\"ts\":")?;
+        self.lit(b",\"ts\":")?;
         let ts = self.ts()?;
-        let by = if self.eat(b",\"by\":").is_some() {
+        let by = if self.lit(b",\"by\":").is_some() {
             Some(self.string()?)
         } else {
             None
         };
-        self.eat(b"}")?;
+        self.lit(b"}")?;
         Some(Decision {
             outcome,
             reason,
@@ -234,7 +183,7 @@ impl<'a> Cursor<'a> {
 
     /// One record, its fields in the writer's order (`encode::put_record`).
     fn record(&mut self) -> Option<FileRecord> {
-        self.eat(b"{\"blob\":")?;
+        self.lit(b"{\"blob\":")?;
         let mut r = FileRecord {
             blob: self.string()?,
             ..FileRecord::default()
@@ -243,7 +192,7 @@ impl<'a> Cursor<'a> {
         // Each field at most once and in order: a field seen out of order
         // ends the fast path.
         let mut next = 0usize;
-        while self.eat(b",\"").is_some() {
+        while self.lit(b",\"").is_some() {
             let key = self.str_rest()?;
             let at = FIELDS.iter().position(|f| *f == key)?;
             if at < next {
@@ -267,13 +216,13 @@ impl<'a> Cursor<'a> {
                 "own_output" => r.own_output = self.strs()?,
                 "rewrites" => r.rewrites = self.ts_list()?,
                 "stuck" => {
-                    self.eat(b"true")?;
+                    self.lit(b"true")?;
                     r.stuck = true;
                 }
                 _ => return None,
             }
         }
-        self.eat(b"}")?;
+        self.lit(b"}")?;
         r.last_ts = last_ts?;
         Some(r)
     }
@@ -282,7 +231,7 @@ impl<'a> Cursor<'a> {
     fn str_rest(&mut self) -> Option<&'a str> {
         self.at -= 1;
         let key = self.str()?;
-        self.eat(b":")?;
+        self.lit(b":")?;
         Some(key)
     }
 }

@@ -18,6 +18,7 @@
 use chrono::{DateTime, Utc};
 
 use super::encode::{put_str, put_u64};
+use super::json_read::Cursor;
 use super::records::observation::{
     Category, ObservationLog, Prediction, Resolution, Totals, Watch,
 };
@@ -149,7 +150,7 @@ pub fn parse_log(bytes: &[u8]) -> serde_json::Result<ObservationLog> {
 
 /// The log, when `bytes` are exactly the text `put_log` writes for one.
 pub fn read_log(bytes: &[u8]) -> Option<ObservationLog> {
-    let mut c = Cursor { b: bytes, at: 0 };
+    let mut c = Cursor::new(bytes);
     let mut log = ObservationLog::default();
     c.lit(b"{\"open\":{")?;
     if !c.eat(b'}') {
@@ -193,57 +194,7 @@ pub fn read_log(bytes: &[u8]) -> Option<ObservationLog> {
     (c.at == bytes.len()).then_some(log)
 }
 
-/// A reader of the one text `put_log` writes; every method gives `None`
-/// where that text would not be.
-struct Cursor<'a> {
-    b: &'a [u8],
-    at: usize,
-}
-
-impl<'a> Cursor<'a> {
-    fn lit(&mut self, s: &[u8]) -> Option<()> {
-        let rest = self.b.get(self.at..)?;
-        rest.starts_with(s).then(|| self.at += s.len())
-    }
-
-    fn eat(&mut self, c: u8) -> bool {
-        self.lit(&[c]).is_some()
-    }
-
-    /// A string without escapes or control characters, valid UTF-8.
-    fn str(&mut self) -> Option<&'a str> {
-        self.lit(b"\"")?;
-        let rest = self.b.get(self.at..)?;
-        let len = rest
-            .iter()
-            .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
-        if rest[len] != b'"' {
-            return None;
-        }
-        let s = std::str::from_utf8(&rest[..len]).ok()?;
-        self.at += len + 1;
-        Some(s)
-    }
-
-    /// Digits as serde reads a `u64`: no sign, no leading zero, no overflow.
-    fn u64(&mut self) -> Option<u64> {
-        let rest = self.b.get(self.at..)?;
-        let len = rest.iter().take_while(|b| b.is_ascii_digit()).count();
-        let digits = &rest[..len];
-        if len == 0 || (len > 1 && digits[0] == b'0') {
-            return None;
-        }
-        // What follows a number here is `,` or `}`, never a fraction.
-        if matches!(rest.get(len), Some(b'.' | b'e' | b'E')) {
-            return None;
-        }
-        let n = digits.iter().try_fold(0u64, |n, d| {
-            n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
-        })?;
-        self.at += len;
-        Some(n)
-    }
-
+impl Cursor<'_> {
     fn bool(&mut self) -> Option<bool> {
         if self.lit(b"true").is_some() {
             return Some(true);

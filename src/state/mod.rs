@@ -6,6 +6,7 @@ mod decode;
 pub mod encode;
 pub mod files;
 pub mod journal;
+mod json_read;
 pub mod limits;
 pub mod log_json;
 pub mod manifest;

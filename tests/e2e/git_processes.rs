@@ -2,16 +2,8 @@
 //! about what a whole no-op does, so a 1-file wake reads the commits since
 //! the remembered head and the file it judges from the object files.
 
-use std::fs;
-
 use crate::expect_code;
-use crate::util::{Sandbox, WATCHED, at};
-
-fn git_calls(log: &std::path::Path) -> Vec<String> {
-    let calls = fs::read_to_string(log).unwrap_or_default();
-    let _ = fs::remove_file(log);
-    calls.lines().map(str::to_string).collect()
-}
+use crate::util::{Sandbox, WATCHED, at, git_calls};
 
 #[test]
 fn a_one_file_wake_starts_no_git_process() {

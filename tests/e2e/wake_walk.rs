@@ -4,16 +4,8 @@
 //! --batch` that then reads the changed files. A merge is left to the usual
 //! lookups (`git log -1`, `git diff-tree`, `git log`) as before.
 
-use std::fs;
-
 use crate::expect_code;
-use crate::util::{Sandbox, WATCHED, at};
-
-fn git_calls(log: &std::path::Path) -> Vec<String> {
-    let calls = fs::read_to_string(log).unwrap_or_default();
-    let _ = fs::remove_file(log);
-    calls.lines().map(str::to_string).collect()
-}
+use crate::util::{Sandbox, WATCHED, at, git_calls};
 
 #[test]
 fn a_partial_clones_one_file_wake_starts_exactly_one_git_process() {

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::expect_code;
 use crate::util::openai::{FakeOpenAi, Reply};
-use crate::util::{Sandbox, at};
+use crate::util::{Sandbox, at, git_calls};
 
 const AUTH: &str = "src/auth.js";
 const DOC_A: &str = "docs/a.md";
@@ -114,13 +114,6 @@ fn every_wake_reason_works_end_to_end_with_its_exit_code() {
     let _held = crate::util::hold_lock(&sb.state);
     let r = tick(&sb, &ai, t + 2 * day + 2, &autonomy, 20);
     assert_eq!(r["verdict"]["reason"], "busy");
-}
-
-/// The `git` calls logged since the last look, and the log emptied.
-fn git_calls(log: &std::path::Path) -> Vec<String> {
-    let calls = fs::read_to_string(log).unwrap_or_default();
-    let _ = fs::remove_file(log);
-    calls.lines().map(str::to_string).collect()
 }
 
 /// A no-op whose branch tip has not moved answers its head from the pair

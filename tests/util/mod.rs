@@ -612,3 +612,11 @@ impl Repo {
         self.git(&["rev-parse", &format!("HEAD:{rel}")])
     }
 }
+
+/// The `git` calls logged (`Sandbox::log_git_calls`) since the last look,
+/// and the log emptied.
+pub fn git_calls(log: &Path) -> Vec<String> {
+    let calls = fs::read_to_string(log).unwrap_or_default();
+    let _ = fs::remove_file(log);
+    calls.lines().map(str::to_string).collect()
+}
