@@ -17,6 +17,8 @@ use std::path::{Path, PathBuf};
 
 use flate2::{Decompress, FlushDecompress, Status};
 
+use crate::state::safe_fs;
+
 /// Environment variables that point git at other objects or rewrite them.
 const OVERRIDES: [&str; 5] = [
     "GIT_DIR",
@@ -101,21 +103,21 @@ impl Odb {
                 return None;
             }
         }
-        let config = fs::read_to_string(git.join("config")).unwrap_or_default();
+        let config = text(&git.join("config"))?;
         if config.to_ascii_lowercase().contains("objectformat")
             || config.contains("promisor")
             || config.contains("partialclone")
         {
             return None;
         }
-        let packed = fs::read_to_string(git.join("packed-refs")).unwrap_or_default();
+        let packed = text(&git.join("packed-refs"))?;
         if packed.contains(" refs/replace/") {
             return None;
         }
         let mut dirs = vec![git.join("objects")];
         let mut at = 0;
         while at < dirs.len() && dirs.len() <= MAX_ALTERNATES {
-            let list = fs::read_to_string(dirs[at].join("info/alternates")).unwrap_or_default();
+            let list = text(&dirs[at].join("info/alternates"))?;
             for line in list
                 .lines()
                 .filter(|l| !l.is_empty() && !l.starts_with('#'))
@@ -222,9 +224,30 @@ impl super::git_objects::Objects for Odb {
     }
 }
 
+/// The most bytes of a text file of the git directory read.
+const MAX_TEXT: u64 = 64 << 20;
+
+/// A text file of the git directory: empty when missing, `None` (decline
+/// the repository) when it is a link, a FIFO, a device or too large, so
+/// that nothing planted there can hang or flood the tick (git itself
+/// would be asked, as before).
+fn text(path: &Path) -> Option<String> {
+    match safe_fs::read_bounded(path, MAX_TEXT) {
+        Ok(Some(bytes)) => Some(String::from_utf8_lossy(&bytes).into_owned()),
+        Ok(None) => Some(String::new()),
+        Err(_) => None,
+    }
+}
+
+/// An object file opened to read: a regular file only, never through a
+/// link, never waiting on a FIFO.
+fn open(path: &Path) -> Option<File> {
+    safe_fs::open_read(path).ok().flatten()
+}
+
 /// A loose object: `<kind> <size>\0<bytes>`, compressed.
 fn loose(path: &Path, limit: u64) -> Option<(Kind, Vec<u8>)> {
-    let mut file = File::open(path).ok()?;
+    let mut file = open(path)?;
     let mut packed = Vec::new();
     // A loose object compresses; more than twice the limit is not one
     // this reader needs.
@@ -288,8 +311,8 @@ struct Entry {
 
 impl Pack {
     fn open(idx_path: &Path) -> Option<Pack> {
-        let idx = File::open(idx_path).ok()?;
-        let pack = File::open(idx_path.with_extension("pack")).ok()?;
+        let idx = open(idx_path)?;
+        let pack = open(&idx_path.with_extension("pack"))?;
         let mut head = vec![0u8; 8 + 256 * 4];
         idx.read_exact_at(&mut head, 0).ok()?;
         if head[..8] != [0xff, b't', b'O', b'c', 0, 0, 0, 2] {
@@ -676,6 +699,32 @@ mod tests {
         assert!(
             Odb::open(&sha256.path().join(".git")).is_none(),
             "SHA-256 ids"
+        );
+    }
+
+    #[test]
+    fn a_fifo_or_a_link_planted_in_the_object_files_is_left_to_git_without_waiting() {
+        let dir = tempfile::tempdir().unwrap();
+        history(dir.path(), 2);
+        let git_dir = dir.path().join(".git");
+        let blob = String::from_utf8(git(dir.path(), &["rev-parse", "HEAD:src/a.txt"])).unwrap();
+        let blob = blob.trim();
+        let object = git_dir.join("objects").join(&blob[..2]).join(&blob[2..]);
+        fs::remove_file(&object).unwrap();
+        let fifo = std::ffi::CString::new(object.to_str().unwrap()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+        // Opening a FIFO with no writer would wait forever.
+        assert!(Odb::open(&git_dir).unwrap().read(blob, u64::MAX).is_none());
+        fs::remove_file(&object).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", &object).unwrap();
+        assert!(Odb::open(&git_dir).unwrap().read(blob, u64::MAX).is_none());
+        let alternates = git_dir.join("objects/info/alternates");
+        fs::create_dir_all(alternates.parent().unwrap()).unwrap();
+        let fifo = std::ffi::CString::new(alternates.to_str().unwrap()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+        assert!(
+            Odb::open(&git_dir).is_none(),
+            "a FIFO for alternates declines"
         );
     }
 
