@@ -475,6 +475,18 @@ impl Source for GitSource {
 
     fn list(&mut self, at: &str) -> Result<Vec<Entry>, SourceError> {
         let path = self.path.clone();
+        // Read from the object files where they answer exactly; counted as
+        // the listing it stands for.
+        if is_object_id(at)
+            && let Some(odb) = self.odb()
+            && let Some(mut entries) = super::git_list::list(odb, at, path.as_deref())
+        {
+            self.counts.list += 1;
+            if !entries.is_sorted_by(|a, b| a.path <= b.path) {
+                entries.sort_by(|a, b| a.path.cmp(&b.path));
+            }
+            return Ok(entries);
+        }
         // No `--` here: after `--end-of-options` ls-tree would take it for a
         // path, and every argument after the tree is a path anyway.
         let mut args = vec!["ls-tree", "-r", "-z", "--full-tree", "--end-of-options", at];
@@ -533,10 +545,12 @@ impl Source for GitSource {
         if ids.is_empty() {
             return;
         }
-        // A few are read from the object files as they are asked for; many
-        // (a first run, a large wake) stream from git, which inflates them
-        // in a process of its own while this one judges.
-        if ids.len() <= FEW_READS && self.odb().is_some() {
+        // Reads come from the object files as they are asked for: a few
+        // always, many (a first run, a large wake) once the pack indexes
+        // are held in memory. Only a history too large for that streams
+        // from git, which inflates in a process of its own.
+        let few = ids.len() <= FEW_READS;
+        if self.odb().is_some_and(|odb| few || odb.bulk()) {
             return;
         }
         // A child that cannot start leaves every read to the one-at-a-time
@@ -1001,7 +1015,7 @@ pub(super) fn is_regular_file(mode: &str) -> bool {
 }
 
 /// Records of `ls-tree -r -z`: `<mode> SP <type> SP <object> TAB <name> NUL`.
-fn parse_ls_tree(stdout: &[u8]) -> Result<Vec<Entry>, String> {
+pub(super) fn parse_ls_tree(stdout: &[u8]) -> Result<Vec<Entry>, String> {
     // About 70 bytes a record (mode, type, 40-digit id, a short path).
     let mut entries = Vec::with_capacity(stdout.len() / 64);
     for record in stdout.split(|&b| b == 0).filter(|r| !r.is_empty()) {

@@ -37,7 +37,7 @@ const MAX_BATCH: usize = 64;
 
 /// A tree entry's kind, by its mode; only the modes git writes itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(super) enum Kind {
     Tree,
     File,
     Exec,
@@ -60,14 +60,14 @@ impl Kind {
 
 /// What a path names at one commit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Node {
-    kind: Kind,
-    id: [u8; ID_LEN],
+pub(super) struct Node {
+    pub(super) kind: Kind,
+    pub(super) id: [u8; ID_LEN],
 }
 
-struct Entry {
-    name: Vec<u8>,
-    node: Node,
+pub(super) struct Entry {
+    pub(super) name: Vec<u8>,
+    pub(super) node: Node,
 }
 
 impl Entry {
@@ -81,8 +81,8 @@ impl Entry {
     }
 }
 
-struct Commit {
-    tree: [u8; ID_LEN],
+pub(super) struct Commit {
+    pub(super) tree: [u8; ID_LEN],
     parents: Vec<String>,
     /// Whether its subject (as `%s` prints it) starts with `Revert "`.
     revert: bool,
@@ -200,7 +200,7 @@ fn along(
 
 /// The watched path's names, one per directory level; `None` for a name
 /// git would not read as the same path.
-fn components(watched: Option<&str>) -> Option<Vec<&[u8]>> {
+pub(super) fn components(watched: Option<&str>) -> Option<Vec<&[u8]>> {
     let Some(w) = watched else {
         return Some(Vec::new());
     };
@@ -420,7 +420,7 @@ impl Reader<'_> {
 /// A commit's `tree` and `parent` headers (before the first blank line;
 /// lines starting with a space continue a `gpgsig` or `mergetag`), and
 /// whether its subject marks a revert.
-fn parse_commit(bytes: &[u8]) -> Option<Commit> {
+pub(super) fn parse_commit(bytes: &[u8]) -> Option<Commit> {
     let (headers, message) = match find(bytes, b"\n\n") {
         Some(at) => (&bytes[..at], &bytes[at + 2..]),
         None => (bytes.strip_suffix(b"\n").unwrap_or(bytes), &b""[..]),
@@ -486,7 +486,7 @@ fn subject(message: &[u8]) -> Vec<u8> {
 
 /// Entries `<mode> SP <name> NUL <20-byte id>`, strictly in git's order
 /// (a tree out of order or with a name twice is one git would not write).
-fn parse_tree(mut bytes: &[u8]) -> Option<Vec<Entry>> {
+pub(super) fn parse_tree(mut bytes: &[u8]) -> Option<Vec<Entry>> {
     let mut entries: Vec<Entry> = Vec::new();
     while !bytes.is_empty() {
         let space = bytes.iter().position(|b| *b == b' ')?;
@@ -517,13 +517,14 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
 
-fn hex(id: &[u8; ID_LEN]) -> String {
-    use std::fmt::Write;
-    id.iter()
-        .fold(String::with_capacity(2 * ID_LEN), |mut s, b| {
-            let _ = write!(s, "{b:02x}");
-            s
-        })
+pub(super) fn hex(id: &[u8; ID_LEN]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(2 * ID_LEN);
+    for b in id {
+        s.push(DIGITS[usize::from(b >> 4)] as char);
+        s.push(DIGITS[usize::from(b & 15)] as char);
+    }
+    s
 }
 
 /// A full lowercase SHA-1 id, as git writes it in a commit.

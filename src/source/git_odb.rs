@@ -35,6 +35,23 @@ const MAX_CHAIN: usize = 1000;
 /// The most alternates followed, nested ones included.
 const MAX_ALTERNATES: usize = 16;
 
+/// The most bytes of pack indexes held in memory for many reads (`bulk`):
+/// about 2.4 million objects. A larger history streams from git instead.
+const BULK_INDEX_MAX: u64 = 64 << 20;
+
+/// The bytes of a pack read at once: objects written one after the other
+/// (as git writes a tree's files) are read by one `pread` per window, not
+/// two per object.
+const WINDOW: usize = 64 << 10;
+
+/// Objects kept to be the base of the next delta: git writes a file's
+/// versions as chains of up to 50 deltas, and without these each read
+/// would inflate its whole chain again.
+const CACHE_SLOTS: usize = 256;
+/// The most bytes those objects hold, and the largest one kept.
+const CACHE_BYTES: usize = 32 << 20;
+const CACHE_ONE_MAX: usize = 1 << 20;
+
 /// An object's kind, as git names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -82,12 +99,61 @@ struct Pack {
     pack: File,
     count: u32,
     fanout: Vec<u32>,
+    /// The whole index, once many reads are announced (`Odb::bulk`).
+    index: Option<Vec<u8>>,
+    /// Where the bytes of the pack last read start, and the bytes.
+    window: (u64, Vec<u8>),
+}
+
+/// Recently read objects by (pack, offset), one per slot.
+struct Bases {
+    slots: Vec<Option<(usize, u64, Kind, Vec<u8>)>>,
+    bytes: usize,
+}
+
+impl Bases {
+    fn new() -> Bases {
+        Bases {
+            slots: (0..CACHE_SLOTS).map(|_| None).collect(),
+            bytes: 0,
+        }
+    }
+
+    fn slot(pack: usize, offset: u64) -> usize {
+        (offset as usize ^ pack.wrapping_mul(0x9e37)) % CACHE_SLOTS
+    }
+
+    fn get(&self, pack: usize, offset: u64) -> Option<(Kind, &[u8])> {
+        match &self.slots[Bases::slot(pack, offset)] {
+            Some((p, o, kind, bytes)) if *p == pack && *o == offset => Some((*kind, bytes)),
+            _ => None,
+        }
+    }
+
+    fn put(&mut self, pack: usize, offset: u64, kind: Kind, bytes: &[u8]) {
+        if bytes.len() > CACHE_ONE_MAX {
+            return;
+        }
+        let slot = &mut self.slots[Bases::slot(pack, offset)];
+        let freed = slot.as_ref().map_or(0, |s| s.3.len());
+        if self.bytes - freed + bytes.len() > CACHE_BYTES {
+            return;
+        }
+        self.bytes = self.bytes - freed + bytes.len();
+        *slot = Some((pack, offset, kind, bytes.to_vec()));
+    }
 }
 
 /// The object directories of one clone.
 pub(crate) struct Odb {
     dirs: Vec<PathBuf>,
     packs: Option<Vec<Pack>>,
+    /// One inflater for every object: each new one costs tens of
+    /// kilobytes zeroed.
+    z: Decompress,
+    bases: Bases,
+    /// Pack entries inflated so far (the tests' view of the base cache).
+    inflated: u64,
 }
 
 impl Odb {
@@ -135,7 +201,39 @@ impl Odb {
             }
             at += 1;
         }
-        (dirs.len() <= MAX_ALTERNATES).then_some(Odb { dirs, packs: None })
+        (dirs.len() <= MAX_ALTERNATES).then_some(Odb {
+            dirs,
+            packs: None,
+            z: Decompress::new(true),
+            bases: Bases::new(),
+            inflated: 0,
+        })
+    }
+
+    /// Readies the reader for many reads (a first run, a large wake): the
+    /// pack indexes are read whole into memory, so a lookup costs no
+    /// system call. `false` when they are larger than that is worth.
+    pub(crate) fn bulk(&mut self) -> bool {
+        let packs = self.packs_mut();
+        let total: u64 = packs
+            .iter()
+            .map(|p| p.idx.metadata().map_or(u64::MAX, |m| m.len()))
+            .fold(0, u64::saturating_add);
+        if total > BULK_INDEX_MAX {
+            return false;
+        }
+        for p in packs.iter_mut().filter(|p| p.index.is_none()) {
+            let mut index = Vec::new();
+            let read = (&p.idx).take(BULK_INDEX_MAX).read_to_end(&mut index);
+            // Names, checksums and offsets of every object, and the two
+            // checksums at the end: an index shorter than that (cut short
+            // since it was opened) stays read in place.
+            let least = 8 + 256 * 4 + u64::from(p.count) * 28 + 40;
+            if read.is_ok() && index.len() as u64 >= least {
+                p.index = Some(index);
+            }
+        }
+        true
     }
 
     /// The object `id` (40 hex digits), at most `limit` bytes long.
@@ -144,12 +242,13 @@ impl Odb {
         if let Some(found) = self.packed(&raw, limit) {
             return Some(found);
         }
+        let z = &mut self.z;
         self.dirs
             .iter()
-            .find_map(|d| loose(&d.join(&id[..2]).join(&id[2..]), limit))
+            .find_map(|d| loose(&d.join(&id[..2]).join(&id[2..]), limit, z))
     }
 
-    fn packs(&mut self) -> &[Pack] {
+    fn packs_mut(&mut self) -> &mut Vec<Pack> {
         let dirs = &self.dirs;
         self.packs.get_or_insert_with(|| {
             let mut packs = Vec::new();
@@ -171,7 +270,7 @@ impl Odb {
 
     fn packed(&mut self, id: &[u8; 20], limit: u64) -> Option<(Kind, Vec<u8>)> {
         let at = self
-            .packs()
+            .packs_mut()
             .iter()
             .enumerate()
             .find_map(|(i, p)| p.offset(id).map(|o| (i, o)))?;
@@ -180,22 +279,32 @@ impl Odb {
 
     /// The object at `offset` of pack `p`, its delta chain applied.
     fn unpack(&mut self, p: usize, offset: u64, limit: u64) -> Option<(Kind, Vec<u8>)> {
-        let mut deltas: Vec<Vec<u8>> = Vec::new();
+        // Each link: where its delta is, and the delta.
+        let mut deltas: Vec<(usize, u64, Vec<u8>)> = Vec::new();
         let (mut pack, mut offset) = (p, offset);
         let (kind, mut data) = loop {
             if deltas.len() > MAX_CHAIN {
                 return None;
             }
-            let packs = self.packs();
-            let entry = packs[pack].entry(offset, limit)?;
+            if let Some((kind, bytes)) = self.bases.get(pack, offset) {
+                break (kind, bytes.to_vec());
+            }
+            let packs = self.packs.as_mut()?;
+            self.inflated += 1;
+            let entry = packs[pack].entry(offset, limit, &mut self.z)?;
             match entry.base {
-                Base::None(kind) => break (kind, entry.data),
+                Base::None(kind) => {
+                    if !deltas.is_empty() {
+                        self.bases.put(pack, offset, kind, &entry.data);
+                    }
+                    break (kind, entry.data);
+                }
                 Base::Offset(base) => {
-                    deltas.push(entry.data);
+                    deltas.push((pack, offset, entry.data));
                     offset = base;
                 }
                 Base::Id(id) => {
-                    deltas.push(entry.data);
+                    deltas.push((pack, offset, entry.data));
                     let found = packs
                         .iter()
                         .enumerate()
@@ -208,8 +317,10 @@ impl Odb {
                 }
             }
         };
-        while let Some(delta) = deltas.pop() {
+        while let Some((at_pack, at, delta)) = deltas.pop() {
             data = apply(&data, &delta, limit)?;
+            // The next version of a file is most often a delta on this one.
+            self.bases.put(at_pack, at, kind, &data);
         }
         Some((kind, data))
     }
@@ -246,7 +357,7 @@ fn open(path: &Path) -> Option<File> {
 }
 
 /// A loose object: `<kind> <size>\0<bytes>`, compressed.
-fn loose(path: &Path, limit: u64) -> Option<(Kind, Vec<u8>)> {
+fn loose(path: &Path, limit: u64, z: &mut Decompress) -> Option<(Kind, Vec<u8>)> {
     let mut file = open(path)?;
     let mut packed = Vec::new();
     // A loose object compresses; more than twice the limit is not one
@@ -256,7 +367,7 @@ fn loose(path: &Path, limit: u64) -> Option<(Kind, Vec<u8>)> {
         .read_to_end(&mut packed)
         .ok()?;
     let header_cap = 64;
-    let mut z = Decompress::new(true);
+    z.reset(true);
     let mut head = Vec::with_capacity(header_cap);
     z.decompress_vec(&packed, &mut head, FlushDecompress::None)
         .ok()?;
@@ -270,7 +381,7 @@ fn loose(path: &Path, limit: u64) -> Option<(Kind, Vec<u8>)> {
     let mut out = Vec::with_capacity(nul + 1 + size as usize);
     out.extend_from_slice(&head);
     let consumed = z.total_in() as usize;
-    inflate_rest(&mut z, &packed[consumed..], &mut out, nul as u64 + 1 + size)?;
+    inflate_rest(z, &packed[consumed..], &mut out, nul as u64 + 1 + size)?;
     let data = out.split_off(nul + 1);
     (data.len() as u64 == size).then_some((kind, data))
 }
@@ -333,7 +444,50 @@ impl Pack {
             pack,
             count,
             fanout,
+            index: None,
+            window: (0, Vec::new()),
         })
+    }
+
+    /// `buf.len()` bytes of the index at `at`, from memory once it is
+    /// held there.
+    fn idx_at(&self, buf: &mut [u8], at: u64) -> Option<()> {
+        match &self.index {
+            Some(index) => {
+                let at = usize::try_from(at).ok()?;
+                buf.copy_from_slice(index.get(at..at.checked_add(buf.len())?)?);
+                Some(())
+            }
+            None => self.idx.read_exact_at(buf, at).ok(),
+        }
+    }
+
+    /// The bytes of the pack from `at` on: at least `want` of them unless
+    /// the pack ends first, none when it ends at `at`.
+    fn bytes_at(&mut self, at: u64, want: usize) -> Option<&[u8]> {
+        let (start, bytes) = &self.window;
+        let have = at
+            .checked_sub(*start)
+            .and_then(|skip| usize::try_from(skip).ok())
+            .filter(|&skip| skip < bytes.len() && bytes.len() - skip >= want);
+        if let Some(skip) = have {
+            return Some(&self.window.1[skip..]);
+        }
+        let (start, bytes) = &mut self.window;
+        bytes.resize(want.max(WINDOW), 0);
+        let mut got = 0;
+        // A short read is the end of the pack, or a signal: read on.
+        while got < bytes.len() {
+            match self.pack.read_at(&mut bytes[got..], at + got as u64) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return None,
+            }
+        }
+        bytes.truncate(got);
+        *start = at;
+        Some(&self.window.1[..])
     }
 
     /// Where `id` starts in the pack, by binary search of the index.
@@ -345,13 +499,25 @@ impl Pack {
             self.fanout[first - 1]
         };
         let mut hi = self.fanout[first];
-        let names = 8 + 256 * 4;
+        let names: u64 = 8 + 256 * 4;
+        if let Some(index) = &self.index {
+            // In memory: the names compared in place, no copy per probe.
+            let table = index.get(names as usize..names as usize + self.count as usize * 20)?;
+            let (mut lo, mut hi) = (lo as usize, (hi as usize).min(self.count as usize));
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                match table[mid * 20..mid * 20 + 20].cmp(&id[..]) {
+                    std::cmp::Ordering::Equal => return self.offset_of(mid as u32),
+                    std::cmp::Ordering::Less => lo = mid + 1,
+                    std::cmp::Ordering::Greater => hi = mid,
+                }
+            }
+            return None;
+        }
         let mut probe = [0u8; 20];
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            self.idx
-                .read_exact_at(&mut probe, names + u64::from(mid) * 20)
-                .ok()?;
+            self.idx_at(&mut probe, names + u64::from(mid) * 20)?;
             match probe.cmp(id) {
                 std::cmp::Ordering::Equal => return self.offset_of(mid),
                 std::cmp::Ordering::Less => lo = mid + 1,
@@ -365,21 +531,23 @@ impl Pack {
         let n = u64::from(self.count);
         let small = 8 + 256 * 4 + n * 24 + u64::from(at) * 4;
         let mut word = [0u8; 4];
-        self.idx.read_exact_at(&mut word, small).ok()?;
+        self.idx_at(&mut word, small)?;
         let word = u32::from_be_bytes(word);
         if word & 0x8000_0000 == 0 {
             return Some(u64::from(word));
         }
         let large = 8 + 256 * 4 + n * 28 + u64::from(word & 0x7fff_ffff) * 8;
         let mut long = [0u8; 8];
-        self.idx.read_exact_at(&mut long, large).ok()?;
+        self.idx_at(&mut long, large)?;
         Some(u64::from_be_bytes(long))
     }
 
     /// The entry at `offset`: its kind or base, and its inflated bytes.
-    fn entry(&self, offset: u64, limit: u64) -> Option<Entry> {
+    fn entry(&mut self, offset: u64, limit: u64, z: &mut Decompress) -> Option<Entry> {
+        let window = self.bytes_at(offset, 32)?;
         let mut head = [0u8; 32];
-        let got = self.pack.read_at(&mut head, offset).ok()?;
+        let got = window.len().min(32);
+        head[..got].copy_from_slice(&window[..got]);
         let head = &head[..got];
         let mut i = 0;
         let mut byte = *head.get(i)?;
@@ -423,24 +591,23 @@ impl Pack {
         if size > most {
             return None;
         }
-        let data = self.inflate(offset + i as u64, size)?;
+        let data = self.inflate(offset + i as u64, size, z)?;
         Some(Entry { base, data })
     }
 
-    /// `size` bytes inflated from the stream at `at`, read in chunks.
-    fn inflate(&self, mut at: u64, size: u64) -> Option<Vec<u8>> {
-        let mut z = Decompress::new(true);
+    /// `size` bytes inflated from the stream at `at`, read by windows.
+    fn inflate(&mut self, mut at: u64, size: u64, z: &mut Decompress) -> Option<Vec<u8>> {
+        z.reset(true);
         let mut out = Vec::with_capacity(size as usize);
-        let mut chunk = vec![0u8; (size as usize / 2).clamp(4096, 1 << 20)];
         loop {
-            let got = self.pack.read_at(&mut chunk, at).ok()?;
-            if got == 0 {
+            let chunk = self.bytes_at(at, 1)?;
+            if chunk.is_empty() {
                 return None;
             }
             let (before, made) = (z.total_in(), out.len());
             out.reserve((size as usize + 1).saturating_sub(out.len()).max(1));
             let status = z
-                .decompress_vec(&chunk[..got], &mut out, FlushDecompress::None)
+                .decompress_vec(chunk, &mut out, FlushDecompress::None)
                 .ok()?;
             at += z.total_in() - before;
             if out.len() as u64 > size {
@@ -584,24 +751,104 @@ mod tests {
     }
 
     /// Every object git holds, each read here as `git cat-file` reads it.
+    /// Every object, read one by one, then (with the indexes in memory and
+    /// the delta bases kept) forwards and backwards, as `git cat-file`
+    /// gives it.
     fn every_object_reads_as_git_reads_it(repo: &Path, git_dir: &Path) -> usize {
         let list = git(repo, &["cat-file", "--batch-all-objects", "--batch-check"]);
-        let mut odb = Odb::open(git_dir).expect("a plain clone is read");
-        let mut n = 0;
-        for line in String::from_utf8(list).unwrap().lines() {
-            let mut parts = line.split(' ');
-            let (id, kind) = (parts.next().unwrap(), parts.next().unwrap());
-            let (k, bytes) = odb
-                .read(id, u64::MAX / 4)
-                .unwrap_or_else(|| panic!("{id} {kind}"));
-            assert_eq!(k.name(), kind, "{id}");
-            assert!(
-                bytes == git(repo, &["cat-file", kind, id]),
-                "{id} {kind} differs"
-            );
-            n += 1;
+        let list = String::from_utf8(list).unwrap();
+        let objects: Vec<(&str, &str)> = list
+            .lines()
+            .map(|line| {
+                let mut parts = line.split(' ');
+                (parts.next().unwrap(), parts.next().unwrap())
+            })
+            .collect();
+        let expected: Vec<Vec<u8>> = objects
+            .iter()
+            .map(|(id, kind)| git(repo, &["cat-file", kind, id]))
+            .collect();
+        let mut bulk = Odb::open(git_dir).expect("a plain clone is read");
+        assert!(bulk.bulk(), "a small history's indexes are held in memory");
+        let order: Vec<usize> = (0..objects.len()).chain((0..objects.len()).rev()).collect();
+        for (odb, order) in [
+            (&mut Odb::open(git_dir).unwrap(), &order[..objects.len()]),
+            (&mut bulk, &order[..]),
+        ] {
+            for &i in order {
+                let (id, kind) = objects[i];
+                let (k, bytes) = odb
+                    .read(id, u64::MAX / 4)
+                    .unwrap_or_else(|| panic!("{id} {kind}"));
+                assert_eq!(k.name(), kind, "{id}");
+                assert!(bytes == expected[i], "{id} {kind} differs");
+            }
         }
-        n
+        objects.len()
+    }
+
+    #[test]
+    fn a_files_versions_read_in_a_row_inflate_each_delta_once_not_its_whole_chain() {
+        let dir = tempfile::tempdir().unwrap();
+        git(dir.path(), &["init", "-q"]);
+        // fast-import writes each blob as a delta on the one before, in
+        // chains of up to 50, as a generated or imported history has them.
+        let mut stream = Vec::new();
+        let mut bodies = Vec::new();
+        let mut body = String::new();
+        for v in 0..40 {
+            body.push_str(&format!(
+                "line {v} of a file that grows one line a version\n"
+            ));
+            stream.extend_from_slice(format!("blob\ndata {}\n{body}\n", body.len()).as_bytes());
+            bodies.push(body.clone());
+        }
+        let mut child = Command::new("git")
+            .arg("-C")
+            .arg(dir.path())
+            // Kept as a pack, however few the objects.
+            .args(["-c", "fastimport.unpackLimit=0", "fast-import", "--quiet"])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(&stream).unwrap();
+        assert!(child.wait().unwrap().success());
+        let stats = String::from_utf8(git(
+            dir.path(),
+            &[
+                "verify-pack",
+                "-v",
+                &glob_idx(&dir.path().join(".git/objects/pack")),
+            ],
+        ))
+        .unwrap();
+        assert!(
+            stats.contains("chain length = 30"),
+            "a long chain was made: {stats}"
+        );
+        let mut odb = Odb::open(&dir.path().join(".git")).unwrap();
+        assert!(odb.bulk());
+        for body in &bodies {
+            let id = hash_blob(body.as_bytes());
+            let (kind, bytes) = odb.read(&id, 1 << 20).expect("packed blob");
+            assert_eq!(kind, Kind::Blob);
+            assert_eq!(bytes, body.as_bytes());
+        }
+        assert!(
+            odb.inflated <= 2 * bodies.len() as u64,
+            "{} entries inflated for {} versions",
+            odb.inflated,
+            bodies.len()
+        );
+    }
+
+    fn hash_blob(bytes: &[u8]) -> String {
+        use sha1::{Digest, Sha1};
+        let mut h = Sha1::new();
+        h.update(format!("blob {}\0", bytes.len()).as_bytes());
+        h.update(bytes);
+        h.finalize().iter().map(|b| format!("{b:02x}")).collect()
     }
 
     #[test]

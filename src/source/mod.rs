@@ -1,6 +1,7 @@
 //! Where the watched files come from: one trait, so the tick is the same for every source.
 
 pub mod git;
+mod git_list;
 mod git_objects;
 mod git_odb;
 mod git_walk;

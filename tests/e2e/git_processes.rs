@@ -31,3 +31,25 @@ fn a_one_file_wake_starts_no_git_process() {
         serde_json::json!({"head": 1, "list": 0, "read": 1, "compare": 1, "history": 1})
     );
 }
+
+#[test]
+fn a_first_run_lists_and_reads_every_file_without_a_git_process_of_its_own() {
+    let names: Vec<String> = (0..80).map(|i| format!("f{i}.js")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let mut sb = Sandbox::with_files(&names);
+    // More files than a wake reads one by one, packed as a clone's are.
+    sb.repo.git(&["gc", "-q"]);
+    let log = sb.log_git_calls();
+    let out = sb.tick(&at(0), &[]);
+    expect_code(&out, 10);
+    // The head lookup alone, as a no-op makes it: no `ls-tree`, no
+    // `cat-file`.
+    let calls = git_calls(&log);
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert!(calls[0].contains(" log -1 "), "{calls:?}");
+    let out = out.json();
+    assert_eq!(out["files"].as_array().unwrap().len(), names.len());
+    // Counted as the listing and the reads they stand for.
+    assert_eq!(out["requests_by_kind"]["list"], 1);
+    assert_eq!(out["requests_by_kind"]["read"], names.len());
+}
