@@ -105,9 +105,12 @@ struct Pack {
     window: (u64, Vec<u8>),
 }
 
+/// An object kept: its pack and offset, its kind and bytes.
+type Kept = (usize, u64, Kind, Vec<u8>);
+
 /// Recently read objects by (pack, offset), one per slot.
 struct Bases {
-    slots: Vec<Option<(usize, u64, Kind, Vec<u8>)>>,
+    slots: Vec<Option<Kept>>,
     bytes: usize,
 }
 
