@@ -39,9 +39,9 @@ const MAX_ALTERNATES: usize = 16;
 /// about 2.4 million objects. A larger history streams from git instead.
 const BULK_INDEX_MAX: u64 = 64 << 20;
 
-/// The bytes of a pack read at once: objects written one after the other
-/// (as git writes a tree's files) are read by one `pread` per window, not
-/// two per object.
+/// The bytes of a pack read at once for many reads: objects written one
+/// after the other (as git writes a tree's files) are read by one `pread`
+/// per window, not two per object.
 const WINDOW: usize = 64 << 10;
 
 /// Objects kept to be the base of the next delta: git writes a file's
@@ -476,8 +476,10 @@ impl Pack {
         if let Some(skip) = have {
             return Some(&self.window.1[skip..]);
         }
+        // A wake's few objects lie anywhere in the pack: a page each.
+        let window = if self.index.is_some() { WINDOW } else { 4096 };
         let (start, bytes) = &mut self.window;
-        bytes.resize(want.max(WINDOW), 0);
+        bytes.resize(want.max(window), 0);
         let mut got = 0;
         // A short read is the end of the pack, or a signal: read on.
         while got < bytes.len() {
