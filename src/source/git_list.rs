@@ -99,25 +99,8 @@ fn file(path: &[u8], id: &[u8; 20]) -> Entry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::source::git_odb::tests::git;
     use std::path::Path;
-    use std::process::Command;
-
-    fn git(dir: &Path, args: &[&str]) -> Vec<u8> {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(dir)
-            .args(args)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-            .output()
-            .expect("git runs");
-        assert!(out.status.success(), "git {args:?}: {out:?}");
-        out.stdout
-    }
 
     /// What `git ls-tree` lists, parsed as the source parses it.
     fn ls_tree(dir: &Path, commit: &str, watched: Option<&str>) -> Vec<Entry> {

@@ -708,11 +708,11 @@ fn unhex(id: &str) -> Option<[u8; 20]> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use std::process::Command;
 
-    fn git(dir: &Path, args: &[&str]) -> Vec<u8> {
+    pub(in crate::source) fn git(dir: &Path, args: &[&str]) -> Vec<u8> {
         let out = Command::new("git")
             .arg("-C")
             .arg(dir)
@@ -819,15 +819,7 @@ mod tests {
         use std::io::Write;
         child.stdin.take().unwrap().write_all(&stream).unwrap();
         assert!(child.wait().unwrap().success());
-        let stats = String::from_utf8(git(
-            dir.path(),
-            &[
-                "verify-pack",
-                "-v",
-                &glob_idx(&dir.path().join(".git/objects/pack")),
-            ],
-        ))
-        .unwrap();
+        let stats = pack_stats(dir.path());
         assert!(
             stats.contains("chain length = 30"),
             "a long chain was made: {stats}"
@@ -880,21 +872,19 @@ mod tests {
                     "--window=50",
                 ],
             );
-            let stats = String::from_utf8(git(
-                dir.path(),
-                &[
-                    "verify-pack",
-                    "-v",
-                    &glob_idx(&dir.path().join(".git/objects/pack")),
-                ],
-            ))
-            .unwrap();
+            let stats = pack_stats(dir.path());
             assert!(
                 stats.contains("chain length = 3"),
                 "deltas were made: {stats}"
             );
             assert!(every_object_reads_as_git_reads_it(dir.path(), &dir.path().join(".git")) > 40);
         }
+    }
+
+    /// What `git verify-pack -v` says of the clone's one pack.
+    fn pack_stats(repo: &Path) -> String {
+        let idx = glob_idx(&repo.join(".git/objects/pack"));
+        String::from_utf8(git(repo, &["verify-pack", "-v", &idx])).unwrap()
     }
 
     fn glob_idx(dir: &Path) -> String {
