@@ -11,6 +11,8 @@
 //! reads the document whole as before: that reader alone decides what is
 //! refused, and what this one returns for a file is what it returns.
 
+use std::ops::Range;
+
 use serde::Deserialize;
 use serde::de::{DeserializeOwned, IgnoredAny};
 
@@ -23,6 +25,9 @@ pub struct Parts {
     pub state: State,
     pub layout: Layout,
     pub shards: Vec<Option<Saved>>,
+    /// Where each shard's line is in the bytes read, when every line is
+    /// the text `encode::put_saved` writes for what it was read as.
+    pub lines: Option<Lines>,
 }
 
 /// Whether a key was in the object.
@@ -93,12 +98,44 @@ pub fn read(bytes: &[u8]) -> Option<Parts> {
     // `"shards":[` and a line per shard, then `]}`: the array, whose line
     // breaks are white space.
     let array = rest.strip_prefix(b"\"shards\":")?.strip_suffix(b"}\n")?;
-    let shards: Vec<Option<Saved>> = serde_json::from_slice(array).ok()?;
+    let at = bytes.len() - rest.len() + b"\"shards\":".len();
+    let (shards, lines) = match shard_lines(array, at) {
+        Some((shards, lines)) => (shards, Some(lines)),
+        None => (serde_json::from_slice(array).ok()?, None),
+    };
     Some(Parts {
         state,
         layout,
         shards,
+        lines,
     })
+}
+
+/// Where each shard's line is in the manifest.
+type Lines = Vec<Range<usize>>;
+
+/// The array of shard lines as `store::encode_manifest` writes it, `[`, a
+/// line per shard, each after a line break and all but the last ending in
+/// a comma, then a line break and `]`, every line read by
+/// `decode::saved_line`; `None` for anything else. With each line's place
+/// in the manifest, `at` being the array's.
+fn shard_lines(array: &[u8], at: usize) -> Option<(Vec<Option<Saved>>, Lines)> {
+    let inner = array.strip_prefix(b"[\n")?.strip_suffix(b"\n]")?;
+    let mut start = at + 2;
+    let (mut shards, mut lines) = (Vec::new(), Vec::new());
+    let mut rest = inner.split(|&b| b == b'\n').peekable();
+    while let Some(segment) = rest.next() {
+        let last = rest.peek().is_none();
+        let text = if last {
+            segment
+        } else {
+            segment.strip_suffix(b",")?
+        };
+        shards.push(super::decode::saved_line(text)?);
+        lines.push(start..start + text.len());
+        start += segment.len() + 1;
+    }
+    Some((shards, lines))
 }
 
 /// The line at the start of `rest` that is `key`, a value and a comma: the
@@ -140,8 +177,12 @@ mod tests {
     /// A state with every part of the manifest set, strings that need
     /// escapes among them, saved: the manifest's bytes.
     fn manifest() -> Vec<u8> {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("state.json");
+        manifest_in(tempfile::tempdir().unwrap().path())
+    }
+
+    /// `manifest`, saved as `dir/state.json` (and its shards).
+    fn manifest_in(dir: &std::path::Path) -> Vec<u8> {
+        let path = dir.join("state.json");
         let mut s = State::new();
         s.scope = Some(Scope {
             source: "git".into(),
@@ -305,5 +346,45 @@ mod tests {
                 assert_eq!(read.0.observations.open.len(), 20, "edit {i}");
             }
         }
+    }
+
+    /// A wake wrote every shard line of the manifest again; now a save
+    /// copies the line of each shard whose summary is the one read, and
+    /// what it writes is what a save that copies nothing writes.
+    #[test]
+    fn a_save_copies_the_shard_lines_it_read_and_writes_what_a_save_from_scratch_writes() {
+        let bytes = manifest();
+        let parts = read(&bytes).expect("the layout as written");
+        let lines = parts.lines.expect("every shard line read directly");
+        assert_eq!(lines.len(), parts.shards.len());
+        for (range, saved) in lines.iter().zip(&parts.shards) {
+            let mut again = Vec::new();
+            crate::state::encode::put_saved(&mut again, saved.as_ref()).unwrap();
+            assert_eq!(&bytes[range.clone()], &again[..]);
+        }
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        assert_eq!(manifest_in(a.path()), bytes);
+        assert_eq!(manifest_in(b.path()), bytes);
+        let (copied, fresh) = (a.path().join("state.json"), b.path().join("state.json"));
+        let (mut state, kept) = store::load_kept(&copied).unwrap().unwrap();
+        assert!(kept.is_some(), "nothing kept to copy");
+        let mut other = store::load_lazy(&fresh).unwrap().unwrap();
+        for s in [&mut state, &mut other] {
+            s.files.set_rules(NO_RULES);
+            s.files.insert(
+                "src/new.js".into(),
+                FileRecord {
+                    blob: "new".into(),
+                    last_ts: at(6),
+                    ..FileRecord::default()
+                },
+            );
+        }
+        store::save_kept(&copied, &state, kept.as_ref()).unwrap();
+        store::save(&fresh, &other).unwrap();
+        assert_eq!(
+            std::fs::read(&copied).unwrap(),
+            std::fs::read(&fresh).unwrap()
+        );
     }
 }

@@ -42,6 +42,9 @@ pub trait Storage {
 pub struct FileStorage {
     path: PathBuf,
     lock: Option<StateLock>,
+    /// What the last load read of the manifest, for the save to copy what
+    /// is unchanged.
+    kept: Option<store::Kept>,
 }
 
 impl FileStorage {
@@ -49,6 +52,7 @@ impl FileStorage {
         FileStorage {
             path: path.to_path_buf(),
             lock: None,
+            kept: None,
         }
     }
 }
@@ -67,10 +71,13 @@ impl Storage for FileStorage {
         store::load_header(&self.path)
     }
     fn load(&mut self) -> Result<Option<State>> {
-        store::load_lazy(&self.path)
+        Ok(store::load_kept(&self.path)?.map(|(state, kept)| {
+            self.kept = kept;
+            state
+        }))
     }
     fn save(&mut self, state: &State) -> Result<u64> {
-        store::save(&self.path, state)
+        store::save_kept(&self.path, state, self.kept.as_ref())
     }
     fn journal_read(&mut self) -> Result<Contents> {
         journal::read(&self.path)

@@ -191,6 +191,32 @@ fn load_whole(path: &Path) -> Result<Option<State>> {
 /// The state with no shard read yet: each is read when a record in it is
 /// first looked at (`files::Files`). `None` when the file is missing.
 pub fn load_lazy(path: &Path) -> Result<Option<State>> {
+    Ok(load_kept(path)?.map(|(state, _)| state))
+}
+
+/// What a save may copy from the manifest a load read rather than write it
+/// again: the line of each shard whose summary is still the one read. A
+/// wake changes two or three of 512, and writing the others again was a
+/// third of the manifest's encoding.
+#[derive(Debug)]
+pub struct Kept {
+    bytes: Vec<u8>,
+    /// Each bucket's line, and what it was read as.
+    lines: Vec<std::ops::Range<usize>>,
+    read: Vec<Option<Saved>>,
+}
+
+impl Kept {
+    /// Bucket `i`'s line as read, when `saved` is what it was read as; the
+    /// line is then what `encode::put_saved` writes for it.
+    fn line(&self, i: usize, of: usize, saved: Option<&Saved>) -> Option<&[u8]> {
+        let same = self.lines.len() == of && self.read.get(i)?.as_ref() == saved;
+        same.then(|| &self.bytes[self.lines[i].clone()])
+    }
+}
+
+/// `load_lazy`, and what a save of the state may copy from the manifest.
+pub fn load_kept(path: &Path) -> Result<Option<(State, Option<Kept>)>> {
     refuse_link(path)?;
     let bytes = match safe_fs::read_bounded(path, limits::MAX_STATE_BYTES) {
         Ok(Some(b)) => b,
@@ -200,8 +226,13 @@ pub fn load_lazy(path: &Path) -> Result<Option<State>> {
     if let Some(parts) = super::manifest::read(&bytes) {
         let mut state = parts.state;
         check_schema(path, state.schema)?;
+        let kept = parts.lines.map(|lines| Kept {
+            lines,
+            read: parts.shards.clone(),
+            bytes,
+        });
         shards::attach(&mut state, path, parts.layout, parts.shards)?;
-        return Ok(Some(state));
+        return Ok(Some((state, kept)));
     }
     match serde_json::from_slice::<State>(&bytes) {
         Ok(mut state) => {
@@ -217,7 +248,7 @@ pub fn load_lazy(path: &Path) -> Result<Option<State>> {
             if let Some(layout) = tail.layout {
                 shards::attach(&mut state, path, layout, tail.shards)?;
             }
-            Ok(Some(state))
+            Ok(Some((state, None)))
         }
         Err(err) => {
             // A newer schema may well not parse as this one: say so rather
@@ -366,35 +397,82 @@ pub fn encode(state: &State) -> Result<Vec<u8>> {
     with_header(&state.header(), &body)
 }
 
+/// An encoded manifest: its bytes are `buf[start..]`.
+pub struct Manifest {
+    buf: Vec<u8>,
+    start: usize,
+}
+
+impl Manifest {
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf[self.start..]
+    }
+}
+
+/// The most bytes the header line's `,"body_bytes":N,` and line break take.
+const BODY_BYTES_ROOM: usize = ",\"body_bytes\":".len() + 20 + 2;
+
 /// Serialise the manifest of the sharded layout: header line, the
-/// state-wide parts, the layout, then one line per shard.
+/// state-wide parts, the layout, then one line per shard. It is encoded in
+/// one buffer, sized up front, the body after room left for the header
+/// line, which is put in front of it once the body's length is known: the
+/// growth and the copy of a 200 KB body were a hundred page faults a wake.
 pub fn encode_manifest(
     state: &State,
     layout: &Layout,
     shards: &[Option<Saved>],
-) -> Result<Vec<u8>> {
-    let mut body = Vec::with_capacity(256 + shards.len() * 160);
-    encode_common(state, &mut body)?;
-    body.extend_from_slice(b",\n\"layout\":");
-    serde_json::to_writer(&mut body, layout)?;
-    body.extend_from_slice(b",\n\"shards\":[");
-    for (i, s) in shards.iter().enumerate() {
-        body.extend_from_slice(if i == 0 { b"\n" } else { b",\n" });
-        super::encode::put_saved(&mut body, s.as_ref())?;
-    }
-    body.extend_from_slice(b"\n]}\n");
+    kept: Option<&Kept>,
+) -> Result<Manifest> {
     let mut header = state.header();
     // Whatever schema it was read at, it is written at this one.
     header.schema = SCHEMA;
-    with_header(&header, &body)
+    let header = crate::redact::to_string(&header)?.into_bytes();
+    let room = header.len() + BODY_BYTES_ROOM;
+    let mut buf = Vec::with_capacity(room + manifest_size_hint(state, shards, kept));
+    buf.resize(room, 0);
+    encode_common(state, &mut buf)?;
+    buf.extend_from_slice(b",\n\"layout\":");
+    serde_json::to_writer(&mut buf, layout)?;
+    buf.extend_from_slice(b",\n\"shards\":[");
+    for (i, s) in shards.iter().enumerate() {
+        buf.extend_from_slice(if i == 0 { b"\n" } else { b",\n" });
+        match kept.and_then(|k| k.line(i, shards.len(), s.as_ref())) {
+            Some(line) => buf.extend_from_slice(line),
+            None => super::encode::put_saved(&mut buf, s.as_ref())?,
+        }
+    }
+    buf.extend_from_slice(b"\n]}\n");
+    let mut line = Vec::with_capacity(room);
+    line.extend_from_slice(&header[..header.len() - 1]);
+    writeln!(line, ",\"body_bytes\":{},", buf.len() - room)?;
+    let start = room - line.len();
+    buf[start..room].copy_from_slice(&line);
+    Ok(Manifest { buf, start })
+}
+
+/// About the size of the manifest's body, rather more than less: what is
+/// reserved and never written is never touched.
+fn manifest_size_hint(state: &State, shards: &[Option<Saved>], kept: Option<&Kept>) -> usize {
+    let log = &state.observations;
+    let estimate = 4096
+        + shards.len() * 256
+        + (log.open.len() + log.resolved.len()) * 512
+        + state.backlog.iter().map(|p| p.len() + 8).sum::<usize>();
+    estimate.max(kept.map_or(0, |k| k.bytes.len() + 4096))
 }
 
 /// Save in the sharded layout (see `shards`): the changed shards, then the
 /// manifest, atomically; a crash at any instant leaves either the old or the
 /// new state whole. Returns the bytes written.
 pub fn save(path: &Path, state: &State) -> Result<u64> {
+    save_kept(path, state, None)
+}
+
+/// `save`, copying from `kept` (what a load read of the manifest) what is
+/// still as it was read.
+pub fn save_kept(path: &Path, state: &State, kept: Option<&Kept>) -> Result<u64> {
     refuse_link(path)?;
-    let w = shards::save(path, state)?;
+    let w = shards::save_kept(path, state, kept)?;
     remove_stale_temps(path);
     Ok(w.shard_bytes + w.manifest_bytes)
 }
