@@ -148,8 +148,8 @@ impl<'a> Cursor<'a> {
                 19 => b == b'Z',
                 _ => b.is_ascii_digit(),
             });
-        let t = super::rfc3339::parse(text).ok().filter(|_| shape)?;
-        (t.nanosecond() == 0).then_some(t)
+        let t = self.time_of(text, |s| super::rfc3339::parse(s).ok())?;
+        (shape && t.nanosecond() == 0).then_some(t)
     }
 
     fn string(&mut self) -> Option<String> {

@@ -78,7 +78,7 @@ impl HeaderCheck {
 /// The manifest `bytes` in one pass, or `None` when they are not laid out
 /// exactly as `store::encode_manifest` writes them.
 pub fn read(bytes: &[u8]) -> Option<Parts> {
-    let end = bytes.iter().position(|&b| b == b'\n')?;
+    let end = newline(bytes)?;
     let (head, body) = bytes.split_at(end + 1);
     // `{"schema":...,"body_bytes":N,` and its line break: an object once
     // its last comma is a brace.
@@ -123,19 +123,40 @@ fn shard_lines(array: &[u8], at: usize) -> Option<(Vec<Option<Saved>>, Lines)> {
     let inner = array.strip_prefix(b"[\n")?.strip_suffix(b"\n]")?;
     let mut start = at + 2;
     let (mut shards, mut lines) = (Vec::new(), Vec::new());
-    let mut rest = inner.split(|&b| b == b'\n').peekable();
-    while let Some(segment) = rest.next() {
-        let last = rest.peek().is_none();
-        let text = if last {
-            segment
-        } else {
-            segment.strip_suffix(b",")?
+    let mut rest = inner;
+    loop {
+        let (text, last) = match newline(rest) {
+            Some(end) => (rest[..end].strip_suffix(b",")?, false),
+            None => (rest, true),
         };
         shards.push(super::decode::saved_line(text)?);
         lines.push(start..start + text.len());
-        start += segment.len() + 1;
+        if last {
+            return Some((shards, lines));
+        }
+        // Past the line, its comma and its line break.
+        start += text.len() + 2;
+        rest = &rest[text.len() + 2..];
     }
-    Some((shards, lines))
+}
+
+/// Where the first line break in `bytes` is, looked for eight bytes at a
+/// time: the observation log's line is most of a manifest, and a byte at a
+/// time it cost as much as reading the log.
+fn newline(bytes: &[u8]) -> Option<usize> {
+    const ONES: u64 = u64::from_ne_bytes([1; 8]);
+    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
+    const BREAKS: u64 = u64::from_ne_bytes([b'\n'; 8]);
+    let mut at = 0;
+    for chunk in bytes.chunks_exact(8) {
+        let v = u64::from_ne_bytes(chunk.try_into().expect("eight bytes")) ^ BREAKS;
+        // Whether a byte of `v` is zero, that is a byte of the chunk a break.
+        if v.wrapping_sub(ONES) & !v & HIGH != 0 {
+            break;
+        }
+        at += 8;
+    }
+    bytes[at..].iter().position(|&b| b == b'\n').map(|i| at + i)
 }
 
 /// The line at the start of `rest` that is `key`, a value and a comma: the
@@ -146,7 +167,7 @@ fn part<T: DeserializeOwned>(rest: &mut &[u8], key: &[u8]) -> Option<T> {
 
 /// The value's text of the line `part` reads.
 fn line<'a>(rest: &mut &'a [u8], key: &[u8]) -> Option<&'a [u8]> {
-    let end = rest.iter().position(|&b| b == b'\n')?;
+    let end = newline(rest)?;
     let line = &rest[..end];
     *rest = &rest[end + 1..];
     line.strip_prefix(key)?.strip_suffix(b",")
@@ -386,5 +407,27 @@ mod tests {
             std::fs::read(&copied).unwrap(),
             std::fs::read(&fresh).unwrap()
         );
+    }
+
+    /// The line breaks are looked for eight bytes at a time: wherever the
+    /// first one is, beside bytes one bit off a break, it is the one a
+    /// search byte by byte finds.
+    #[test]
+    fn the_first_line_break_is_found_wherever_it_is() {
+        let filler = [0x8a, 0x0b, 0x09, b'a', 0xff, 0x00, 0x0a ^ 0x80];
+        for len in 0..40usize {
+            for at in 0..=len {
+                for second in [None, Some(at + 1), Some(len.saturating_sub(1))] {
+                    let mut b: Vec<u8> = (0..len).map(|i| filler[i % filler.len()]).collect();
+                    for i in [Some(at), second].into_iter().flatten() {
+                        if i < len {
+                            b[i] = b'\n';
+                        }
+                    }
+                    let want = b.iter().position(|&x| x == b'\n');
+                    assert_eq!(newline(&b), want, "{b:?}");
+                }
+            }
+        }
     }
 }
