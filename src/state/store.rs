@@ -8,7 +8,7 @@
 //! either succeeds or names the position of the problem.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -140,23 +140,78 @@ struct HeaderLine {
 /// The header only, read from the first line; `None` when the file is missing.
 /// Falls back to a full load when the fast layout does not match.
 pub fn load_header(path: &Path) -> Result<Option<Header>> {
+    Ok(load_header_opened(path)?.0)
+}
+
+/// The state file as `load_header_opened` left it: open, its first line
+/// read (and what came with it), for a load later in the tick to read on
+/// from there rather than open and read the file again.
+#[derive(Debug)]
+pub struct Opened {
+    file: File,
+    bytes: Vec<u8>,
+    /// The file's length when it was opened.
+    len: u64,
+}
+
+impl Opened {
+    /// The whole file, bounded as `safe_fs::read_bounded` bounds it.
+    fn read_rest(self, path: &Path) -> std::io::Result<Vec<u8>> {
+        let Opened {
+            file,
+            mut bytes,
+            len,
+        } = self;
+        let limit = limits::MAX_STATE_BYTES;
+        if len > limit {
+            return Err(safe_fs::too_large_error(path, len, limit));
+        }
+        bytes.reserve_exact((len as usize).saturating_sub(bytes.len()));
+        let left = (limit + 1).saturating_sub(bytes.len() as u64);
+        (&file).take(left).read_to_end(&mut bytes)?;
+        if bytes.len() as u64 > limit {
+            return Err(safe_fs::too_large_error(path, bytes.len() as u64, limit));
+        }
+        Ok(bytes)
+    }
+}
+
+/// `load_header`, and the file left open with what was read of it when the
+/// header line was read as written.
+pub fn load_header_opened(path: &Path) -> Result<(Option<Header>, Option<Opened>)> {
     refuse_link(path)?;
     let file = match safe_fs::open_read(path) {
         Ok(Some(f)) => f,
-        Ok(None) => return Ok(None),
+        Ok(None) => return Ok((None, None)),
         Err(e) => return Err(open_error(path, e)),
     };
     let total = file.metadata().map_err(|e| open_error(path, e))?.len();
-    let mut line = Vec::new();
-    let mut reader = BufReader::new(file).take(MAX_HEADER_BYTES);
-    reader
-        .read_until(b'\n', &mut line)
-        .map_err(|e| open_error(path, e))?;
-    if let Some(header) = parse_header_line(&line, total) {
+    // Up to the first line break, at most `MAX_HEADER_BYTES`, 8 KiB a read.
+    let mut bytes = Vec::with_capacity(8192);
+    let line_end = loop {
+        let from = bytes.len();
+        let room = (MAX_HEADER_BYTES - from as u64).min(8192);
+        let got = (&file)
+            .take(room)
+            .read_to_end(&mut bytes)
+            .map_err(|e| open_error(path, e))?;
+        if let Some(i) = bytes[from..].iter().position(|&b| b == b'\n') {
+            break from + i + 1;
+        }
+        if got == 0 || bytes.len() as u64 >= MAX_HEADER_BYTES {
+            break bytes.len();
+        }
+    };
+    if let Some(header) = parse_header_line(&bytes[..line_end], total) {
         check_schema(path, header.schema)?;
-        return Ok(Some(header));
+        let opened = Opened {
+            file,
+            bytes,
+            len: total,
+        };
+        return Ok((Some(header), Some(opened)));
     }
-    Ok(load_lazy(path)?.map(|s| s.header()))
+    Ok((load_lazy(path)?.map(|s| s.header()), None))
 }
 
 fn parse_header_line(line: &[u8], total: u64) -> Option<Header> {
@@ -217,8 +272,20 @@ impl Kept {
 
 /// `load_lazy`, and what a save of the state may copy from the manifest.
 pub fn load_kept(path: &Path) -> Result<Option<(State, Option<Kept>)>> {
+    load_kept_from(path, None)
+}
+
+/// `load_kept`, reading on from where `opened` stopped when given.
+pub fn load_kept_from(
+    path: &Path,
+    opened: Option<Opened>,
+) -> Result<Option<(State, Option<Kept>)>> {
     refuse_link(path)?;
-    let bytes = match safe_fs::read_bounded(path, limits::MAX_STATE_BYTES) {
+    let read = match opened {
+        Some(opened) => opened.read_rest(path).map(Some),
+        None => safe_fs::read_bounded(path, limits::MAX_STATE_BYTES),
+    };
+    let bytes = match read {
         Ok(Some(b)) => b,
         Ok(None) => return Ok(None),
         Err(e) => return Err(open_error(path, e)),
