@@ -11,11 +11,12 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Read, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use anyhow::{Context, Result, anyhow, bail};
 use serde::Deserialize;
 
-use super::files::Saved;
+use super::files::{Files, Loader, Saved};
 use super::limits;
 use super::safe_fs;
 use super::schema::{Header, SCHEMA, State};
@@ -253,19 +254,37 @@ pub fn load_lazy(path: &Path) -> Result<Option<State>> {
 /// again: the line of each shard whose summary is still the one read. A
 /// wake changes two or three of 512, and writing the others again was a
 /// third of the manifest's encoding.
-#[derive(Debug)]
 pub struct Kept {
     bytes: Vec<u8>,
-    /// Each bucket's line, and what it was read as.
+    /// Each bucket's line.
     lines: Vec<std::ops::Range<usize>>,
-    read: Vec<Option<Saved>>,
+    /// The loader the records were attached with: while the state's records
+    /// are those (`Rc::ptr_eq`), each bucket's `saved` is what its line was
+    /// read as, for no record changes it (a copy of 512 summaries to compare
+    /// with was 90 KB and a tenth of the manifest's reading).
+    loader: Loader,
+}
+
+impl std::fmt::Debug for Kept {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.debug_struct("Kept")
+            .field("bytes", &self.bytes.len())
+            .field("lines", &self.lines.len())
+            .finish()
+    }
 }
 
 impl Kept {
     /// Bucket `i`'s line as read, when `saved` is what it was read as; the
     /// line is then what `encode::put_saved` writes for it.
-    fn line(&self, i: usize, of: usize, saved: Option<&Saved>) -> Option<&[u8]> {
-        let same = self.lines.len() == of && self.read.get(i)?.as_ref() == saved;
+    fn line(&self, files: &Files, (i, of): (usize, usize), saved: Option<&Saved>) -> Option<&[u8]> {
+        let attached = files
+            .loader
+            .as_ref()
+            .is_some_and(|l| Rc::ptr_eq(l, &self.loader));
+        let counts = self.lines.len() == of && files.slots.len() == of;
+        let read = files.slots.get(i)?.saved.as_ref();
+        let same = attached && counts && read == saved;
         same.then(|| &self.bytes[self.lines[i].clone()])
     }
 }
@@ -293,12 +312,13 @@ pub fn load_kept_from(
     if let Some(parts) = super::manifest::read(&bytes) {
         let mut state = parts.state;
         check_schema(path, state.schema)?;
-        let kept = parts.lines.map(|lines| Kept {
-            lines,
-            read: parts.shards.clone(),
-            bytes,
-        });
         shards::attach(&mut state, path, parts.layout, parts.shards)?;
+        let kept = parts.lines.zip(state.files.loader.clone());
+        let kept = kept.map(|(lines, loader)| Kept {
+            bytes,
+            lines,
+            loader,
+        });
         return Ok(Some((state, kept)));
     }
     match serde_json::from_slice::<State>(&bytes) {
@@ -503,7 +523,7 @@ pub fn encode_manifest(
     buf.extend_from_slice(b",\n\"shards\":[");
     for (i, s) in shards.iter().enumerate() {
         buf.extend_from_slice(if i == 0 { b"\n" } else { b",\n" });
-        match kept.and_then(|k| k.line(i, shards.len(), s.as_ref())) {
+        match kept.and_then(|k| k.line(&state.files, (i, shards.len()), s.as_ref())) {
             Some(line) => buf.extend_from_slice(line),
             None => super::encode::put_saved(&mut buf, s.as_ref())?,
         }
