@@ -11,11 +11,60 @@
 
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Timelike, Utc};
 
+use super::files::{Saved, Summary};
 use super::json_read::Cursor;
-use super::schema::{ContentFacts, Decision, FileRecord, Outcome};
+use super::schema::{ContentFacts, Decision, FileRecord, NextReview, Outcome};
 use super::shards::ShardFile;
+
+/// A line of the manifest's `shards`, when it is exactly the text
+/// `encode::put_saved` writes (an optional field only when it is set, a
+/// count only when it is not zero): then what it gives that writer writes
+/// back as the same line, and a save may copy the line instead.
+pub(super) fn saved_line(line: &[u8]) -> Option<Option<Saved>> {
+    if line == b"null" {
+        return Some(None);
+    }
+    let mut c = Cursor::new(line);
+    c.lit(b"{\"id\":")?;
+    let id = c.string()?;
+    c.lit(b",\"n\":")?;
+    let mut s = Summary {
+        n: usize::try_from(c.u64()?).ok()?,
+        ..Summary::default()
+    };
+    if c.lit(b",\"retry\":").is_some() {
+        s.retry = Some(c.ts()?);
+    }
+    if c.lit(b",\"awaiting\":").is_some() {
+        s.awaiting = c.nonzero()?;
+    }
+    if c.lit(b",\"decided_by\":{").is_some() {
+        s.decided_by = c.counts()?;
+    }
+    if c.lit(b",\"review\":{\"at\":").is_some() {
+        let at = c.plain_time()?;
+        c.lit(b",\"path\":")?;
+        let path = c.string()?;
+        c.lit(b"}")?;
+        s.review = Some(NextReview { at, path });
+    }
+    if c.lit(b",\"stuck\":").is_some() {
+        s.stuck = c.nonzero()?;
+    }
+    if c.lit(b",\"unknown_deps\":").is_some() {
+        s.unknown_deps = c.nonzero()?;
+    }
+    if c.lit(b",\"triggers\":").is_some() {
+        s.triggers = c.nonzero()?;
+    }
+    if c.lit(b",\"unknown_dirs\":").is_some() {
+        s.unknown_dirs = c.string().filter(|d| !d.is_empty())?;
+    }
+    c.lit(b"}")?;
+    (c.at == line.len()).then_some(Some(Saved { id, summary: s }))
+}
 
 /// The shard in `bytes`, when it is laid out as the writer lays it out.
 pub(super) fn shard(bytes: &[u8]) -> Option<ShardFile> {
@@ -63,6 +112,44 @@ impl<'a> Cursor<'a> {
         }
         // Sorted: built in bulk, every node full.
         Some(out.into_iter().collect())
+    }
+
+    /// A count the writer writes only when it is not zero.
+    fn nonzero(&mut self) -> Option<u64> {
+        self.u64().filter(|n| *n != 0)
+    }
+
+    /// `"key":n` pairs up to `}`, at least one, keys strictly ascending.
+    fn counts(&mut self) -> Option<BTreeMap<String, u64>> {
+        let mut out: Vec<(String, u64)> = Vec::new();
+        loop {
+            let key = self.str()?;
+            if out.last().is_some_and(|(last, _)| last.as_str() >= key) {
+                return None;
+            }
+            self.lit(b":")?;
+            out.push((key.to_string(), self.u64()?));
+            if self.eat(b'}') {
+                return Some(out.into_iter().collect());
+            }
+            self.lit(b",")?;
+        }
+    }
+
+    /// A time as `rfc3339::text` writes it for a whole second of a year of
+    /// four digits, `YYYY-MM-DDTHH:MM:SSZ`; any other text serde reads.
+    fn plain_time(&mut self) -> Option<DateTime<Utc>> {
+        let text = self.str()?;
+        let shape = text.len() == 20
+            && text.bytes().enumerate().all(|(i, b)| match i {
+                4 | 7 => b == b'-',
+                10 => b == b'T',
+                13 | 16 => b == b':',
+                19 => b == b'Z',
+                _ => b.is_ascii_digit(),
+            });
+        let t = self.time_of(text, |s| super::rfc3339::parse(s).ok())?;
+        (shape && t.nanosecond() == 0).then_some(t)
     }
 
     fn string(&mut self) -> Option<String> {
@@ -433,5 +520,78 @@ mod tests {
             &by_serde(spaced.as_bytes()).unwrap(),
             &shard(text.as_bytes()).unwrap()
         ));
+    }
+
+    fn line_of(saved: Option<&Saved>) -> String {
+        let mut out = Vec::new();
+        crate::state::encode::put_saved(&mut out, saved).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    fn summary_with_every_field() -> Summary {
+        Summary {
+            n: 216,
+            retry: Some(ts(1_782_864_000_123)),
+            awaiting: 2,
+            decided_by: [("model a".to_string(), 3), ("model b".to_string(), 0)].into(),
+            review: Some(NextReview {
+                at: ts(1_783_728_000_000),
+                path: "src/d1/f10.txt".into(),
+            }),
+            stuck: 4,
+            unknown_deps: 5,
+            triggers: 6,
+            unknown_dirs: "00ff".into(),
+        }
+    }
+
+    /// The manifest's shard lines were read by serde on every wake, and
+    /// written again whole though a wake changes two or three of 512: a
+    /// line the writer wrote is read directly, as serde reads it, and only
+    /// such a line, so that a save may copy it as it is.
+    #[test]
+    fn a_shard_line_the_writer_wrote_is_read_directly_as_serde_reads_it_and_no_other() {
+        let id = "ab".repeat(32);
+        let every = Saved {
+            id: id.clone(),
+            summary: summary_with_every_field(),
+        };
+        let bare = Saved {
+            id: id.clone(),
+            summary: Summary {
+                n: 1,
+                ..Summary::default()
+            },
+        };
+        for saved in [Some(&every), Some(&bare), None] {
+            let line = line_of(saved);
+            let direct = saved_line(line.as_bytes()).expect(&line);
+            let serde: Option<Saved> = serde_json::from_str(&line).unwrap();
+            assert_eq!(direct.as_ref(), saved, "{line}");
+            assert_eq!(direct, serde, "{line}");
+        }
+        // What serde reads alike but the writer never writes: left to serde.
+        let line = line_of(Some(&every));
+        let declined = [
+            line.replace("\"awaiting\":2", "\"awaiting\":0"),
+            line.replace(",\"triggers\":6", ",\"triggers\":0"),
+            line.replace("\"model a\":3,\"model b\":0", "\"model b\":0,\"model a\":3"),
+            line.replace("2026-07-11T00:00:00Z", "2026-07-11T00:00:00+00:00"),
+            line.replace("2026-07-11T00:00:00Z", "2026-07-11t00:00:00z"),
+            line.replace("src/d1/f10.txt", "src\\/d1/f10.txt"),
+            line.replace("\"unknown_dirs\":\"00ff\"", "\"unknown_dirs\":\"\""),
+            line.replace("{\"id\"", "{ \"id\""),
+            format!("{},\"more\":1}}", &line[..line.len() - 1]),
+            line.replace(
+                "\"stuck\":4,\"unknown_deps\":5",
+                "\"unknown_deps\":5,\"stuck\":4",
+            ),
+        ];
+        for (i, text) in declined.iter().enumerate() {
+            assert_ne!(text, &line, "edit {i} changed nothing");
+            assert!(saved_line(text.as_bytes()).is_none(), "edit {i}: {text}");
+            let serde: Option<Saved> = serde_json::from_str(text).unwrap();
+            assert!(serde.is_some(), "edit {i}");
+        }
     }
 }

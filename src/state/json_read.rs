@@ -2,15 +2,50 @@
 //! `log_json`): each reads only the exact text its writer writes, and gives
 //! `None` anywhere else, so that serde reads that and decides.
 
+use chrono::{DateTime, Utc};
+
 /// A position in the bytes being read; the readers add their own methods.
 pub(super) struct Cursor<'a> {
     pub(super) b: &'a [u8],
     pub(super) at: usize,
+    /// The texts last read as times, and what each was read as: the 1,500
+    /// times of a log's 500 watches are a handful of instants, and reading
+    /// one is most of the cost of a watch.
+    times: [Option<(&'a str, DateTime<Utc>)>; MEMO],
+    next_time: usize,
+    /// The text last read as a float, and its value (serde's reading of a
+    /// float is its own, and slow beside the rest of a watch).
+    pub(super) last_float: Option<(&'a [u8], f64)>,
 }
+
+/// Times remembered by a cursor.
+const MEMO: usize = 4;
 
 impl<'a> Cursor<'a> {
     pub(super) fn new(b: &'a [u8]) -> Cursor<'a> {
-        Cursor { b, at: 0 }
+        Cursor {
+            b,
+            at: 0,
+            times: [None; MEMO],
+            next_time: 0,
+            last_float: None,
+        }
+    }
+
+    /// `text` read as a time by `parse`, which is asked only for a text
+    /// not among the last few it read (the same text reads the same).
+    pub(super) fn time_of(
+        &mut self,
+        text: &'a str,
+        parse: fn(&str) -> Option<DateTime<Utc>>,
+    ) -> Option<DateTime<Utc>> {
+        if let Some((_, t)) = self.times.iter().flatten().find(|(s, _)| *s == text) {
+            return Some(*t);
+        }
+        let t = parse(text)?;
+        self.times[self.next_time] = Some((text, t));
+        self.next_time = (self.next_time + 1) % MEMO;
+        Some(t)
     }
 
     /// `s`, exactly, at the position.
@@ -32,10 +67,8 @@ impl<'a> Cursor<'a> {
     pub(super) fn str(&mut self) -> Option<&'a str> {
         self.lit(b"\"")?;
         let rest = self.b.get(self.at..)?;
-        let len = rest
-            .iter()
-            .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
-        if rest[len] != b'"' {
+        let len = plain_len(rest);
+        if rest.get(len) != Some(&b'"') {
             return None;
         }
         let s = std::str::from_utf8(&rest[..len]).ok()?;
@@ -60,5 +93,57 @@ impl<'a> Cursor<'a> {
         })?;
         self.at += len;
         Some(n)
+    }
+}
+
+/// How many bytes at the start of `b` are none of `"`, `\\` and the control
+/// bytes below 0x20, looked at eight at a time: the strings of a shard and
+/// of the manifest are a quarter of their bytes, and a byte at a time the
+/// search cost more than the rest of their reading.
+fn plain_len(b: &[u8]) -> usize {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
+    // Whether a byte of `v` is below `n` (for `n` up to 0x80: a byte at or
+    // above it never borrows, and one below always sets its high bit).
+    let below = |v: u64, n: u8| v.wrapping_sub(ONES * u64::from(n)) & !v & HIGH != 0;
+    let mut at = 0;
+    for chunk in b.chunks_exact(8) {
+        let v = u64::from_ne_bytes(chunk.try_into().expect("eight bytes"));
+        let quote = below(v ^ (ONES * u64::from(b'"')), 1);
+        let backslash = below(v ^ (ONES * u64::from(b'\\')), 1);
+        if quote || backslash || below(v, 0x20) {
+            break;
+        }
+        at += 8;
+    }
+    let stop = |c: &u8| *c == b'"' || *c == b'\\' || *c < 0x20;
+    at + b[at..].iter().position(stop).unwrap_or(b.len() - at)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Looked for eight bytes at a time, the end of a plain string is
+    /// where a search byte by byte finds it, beside bytes one bit off the
+    /// bytes that end one and beside the bytes of UTF-8 above 0x7f.
+    #[test]
+    fn a_plain_string_ends_where_a_search_byte_by_byte_finds_its_end() {
+        let filler = [b'a', 0x20, 0x23, 0x5d, 0xa2, 0xdc, 0xe2, 0x7f, 0xff, 0x21];
+        for len in 0..40usize {
+            for stop in [b'"', b'\\', 0x00, 0x1f, 0x0a] {
+                for at in 0..=len {
+                    let mut b: Vec<u8> = (0..len).map(|i| filler[(i * 7) % filler.len()]).collect();
+                    if at < len {
+                        b[at] = stop;
+                    }
+                    let want = b
+                        .iter()
+                        .position(|&c| c == b'"' || c == b'\\' || c < 0x20)
+                        .unwrap_or(len);
+                    assert_eq!(plain_len(&b), want, "{b:?}");
+                }
+            }
+        }
     }
 }

@@ -15,7 +15,7 @@
 //! `None` and is read by serde (`parse_log`), which alone decides what is
 //! refused; what the reader returns for a text is what serde returns.
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Datelike, Timelike, Utc};
 
 use super::encode::{put_str, put_u64};
 use super::json_read::Cursor;
@@ -26,6 +26,7 @@ use super::rfc3339;
 
 /// The log as `serde_json::to_writer` writes it, appended to `out`.
 pub fn put_log(out: &mut Vec<u8>, log: &ObservationLog) -> serde_json::Result<()> {
+    let mut times = Times::default();
     out.extend_from_slice(b"{\"open\":{");
     for (i, (path, w)) in log.open.iter().enumerate() {
         if i > 0 {
@@ -33,14 +34,14 @@ pub fn put_log(out: &mut Vec<u8>, log: &ObservationLog) -> serde_json::Result<()
         }
         put_str(out, path);
         out.push(b':');
-        put_watch(out, w)?;
+        put_watch(out, w, &mut times)?;
     }
     out.extend_from_slice(b"},\"resolved\":[");
     for (i, r) in log.resolved.iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        put_resolution(out, r);
+        put_resolution(out, r, &mut times);
     }
     out.extend_from_slice(b"],\"totals\":");
     put_totals(out, &log.totals);
@@ -52,11 +53,55 @@ fn put_bool(out: &mut Vec<u8>, b: bool) {
     out.extend_from_slice(if b { b"true" } else { b"false" });
 }
 
-fn put_time(out: &mut Vec<u8>, t: &chrono::DateTime<chrono::Utc>) {
-    // The text never needs an escape.
+/// The texts of the times last written: the 1,500 times of a log's 500
+/// watches are a handful of instants, and their calendar fields cost more
+/// than the rest of a watch.
+#[derive(Default)]
+struct Times {
+    last: [Option<(DateTime<Utc>, [u8; 20])>; 4],
+    next: usize,
+}
+
+fn put_time(out: &mut Vec<u8>, t: &DateTime<Utc>, times: &mut Times) {
+    // The text never needs an escape. The one shape sentinel writes is put
+    // in place: `rfc3339::text` builds a string per time.
     out.push(b'"');
-    out.extend_from_slice(rfc3339::text(t).as_bytes());
+    match times.last.iter().flatten().find(|(at, _)| at == t) {
+        Some((_, text)) => out.extend_from_slice(text),
+        None => match plain_text(t) {
+            Some(text) => {
+                out.extend_from_slice(&text);
+                times.last[times.next] = Some((*t, text));
+                times.next = (times.next + 1) % times.last.len();
+            }
+            None => out.extend_from_slice(rfc3339::text(t).as_bytes()),
+        },
+    }
     out.push(b'"');
+}
+
+/// `t` as `rfc3339::text` writes it, when that is `YYYY-MM-DDTHH:MM:SSZ`.
+fn plain_text(t: &DateTime<Utc>) -> Option<[u8; 20]> {
+    let fields = plain_digits(t)?;
+    let mut text = *b"0000-00-00T00:00:00Z";
+    for (&(at, width), n) in PLAIN_FIELDS.iter().zip(fields) {
+        let mut n = n;
+        for i in (at..at + width).rev() {
+            text[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+        }
+    }
+    Some(text)
+}
+
+/// Where each field of `YYYY-MM-DDTHH:MM:SSZ` is, and its width.
+const PLAIN_FIELDS: [(usize, usize); 6] = [(0, 4), (5, 2), (8, 2), (11, 2), (14, 2), (17, 2)];
+
+/// The fields of `t` when `rfc3339::text` writes it as `YYYY-MM-DDTHH:MM:SSZ`
+/// (a year of four digits, no fraction, no leap second).
+fn plain_digits(t: &DateTime<Utc>) -> Option<[u32; 6]> {
+    let year = u32::try_from(t.year()).ok().filter(|y| *y <= 9999)?;
+    (t.nanosecond() == 0).then(|| [year, t.month(), t.day(), t.hour(), t.minute(), t.second()])
 }
 
 /// `,"key":`.
@@ -78,7 +123,7 @@ fn put_prediction(out: &mut Vec<u8>, p: &Prediction) -> serde_json::Result<()> {
     Ok(())
 }
 
-fn put_watch(out: &mut Vec<u8>, w: &Watch) -> serde_json::Result<()> {
+fn put_watch(out: &mut Vec<u8>, w: &Watch, times: &mut Times) -> serde_json::Result<()> {
     out.extend_from_slice(b"{\"category\":\"");
     out.extend_from_slice(w.category.as_str().as_bytes());
     out.push(b'"');
@@ -88,11 +133,11 @@ fn put_watch(out: &mut Vec<u8>, w: &Watch) -> serde_json::Result<()> {
         None => out.extend_from_slice(b"null"),
     }
     key(out, "first_ts");
-    put_time(out, &w.first_ts);
+    put_time(out, &w.first_ts, times);
     key(out, "last_ts");
-    put_time(out, &w.last_ts);
+    put_time(out, &w.last_ts, times);
     key(out, "reevaluate_at");
-    put_time(out, &w.reevaluate_at);
+    put_time(out, &w.reevaluate_at, times);
     key(out, "rollback_baseline");
     put_u64(out, u64::from(w.rollback_baseline));
     key(out, "observations");
@@ -101,7 +146,7 @@ fn put_watch(out: &mut Vec<u8>, w: &Watch) -> serde_json::Result<()> {
     Ok(())
 }
 
-fn put_resolution(out: &mut Vec<u8>, r: &Resolution) {
+fn put_resolution(out: &mut Vec<u8>, r: &Resolution, times: &mut Times) {
     out.extend_from_slice(b"{\"path\":");
     put_str(out, &r.path);
     key(out, "correct");
@@ -113,9 +158,9 @@ fn put_resolution(out: &mut Vec<u8>, r: &Resolution) {
     key(out, "observed_stable");
     put_bool(out, r.observed_stable);
     key(out, "opened");
-    put_time(out, &r.opened);
+    put_time(out, &r.opened, times);
     key(out, "resolved");
-    put_time(out, &r.resolved);
+    put_time(out, &r.resolved, times);
     key(out, "observations");
     put_u64(out, r.observations);
     out.push(b'}');
@@ -154,15 +199,22 @@ pub fn read_log(bytes: &[u8]) -> Option<ObservationLog> {
     let mut log = ObservationLog::default();
     c.lit(b"{\"open\":{")?;
     if !c.eat(b'}') {
+        // In the writer's order, keys strictly ascending (two equal keys
+        // are left to serde), to be built in bulk rather than one by one.
+        let mut open: Vec<(String, Watch)> = Vec::new();
         loop {
-            let path = c.str()?.to_string();
+            let path = c.str()?;
+            if open.last().is_some_and(|(last, _)| last.as_str() >= path) {
+                return None;
+            }
             c.lit(b":")?;
-            log.open.insert(path, c.watch()?);
+            open.push((path.to_string(), c.watch()?));
             if c.eat(b'}') {
                 break;
             }
             c.lit(b",")?;
         }
+        log.open = open.into_iter().collect();
     }
     c.lit(b",\"resolved\":[")?;
     if !c.eat(b']') {
@@ -194,7 +246,7 @@ pub fn read_log(bytes: &[u8]) -> Option<ObservationLog> {
     (c.at == bytes.len()).then_some(log)
 }
 
-impl Cursor<'_> {
+impl<'a> Cursor<'a> {
     fn bool(&mut self) -> Option<bool> {
         if self.lit(b"true").is_some() {
             return Some(true);
@@ -203,7 +255,8 @@ impl Cursor<'_> {
     }
 
     fn time(&mut self) -> Option<DateTime<Utc>> {
-        rfc3339::parse(self.str()?).ok()
+        let text = self.str()?;
+        self.time_of(text, |s| rfc3339::parse(s).ok())
     }
 
     /// A number, read by serde itself: its float parsing is its own.
@@ -213,7 +266,12 @@ impl Cursor<'_> {
             .iter()
             .take_while(|b| matches!(b, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E'))
             .count();
-        let n = serde_json::from_slice(&rest[..len]).ok()?;
+        let text = &rest[..len];
+        let n = match self.last_float {
+            Some((last, n)) if last == text => n,
+            _ => serde_json::from_slice(text).ok()?,
+        };
+        self.last_float = Some((text, n));
         self.at += len;
         Some(n)
     }

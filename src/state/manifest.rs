@@ -11,6 +11,8 @@
 //! reads the document whole as before: that reader alone decides what is
 //! refused, and what this one returns for a file is what it returns.
 
+use std::ops::Range;
+
 use serde::Deserialize;
 use serde::de::{DeserializeOwned, IgnoredAny};
 
@@ -23,6 +25,9 @@ pub struct Parts {
     pub state: State,
     pub layout: Layout,
     pub shards: Vec<Option<Saved>>,
+    /// Where each shard's line is in the bytes read, when every line is
+    /// the text `encode::put_saved` writes for what it was read as.
+    pub lines: Option<Lines>,
 }
 
 /// Whether a key was in the object.
@@ -73,7 +78,7 @@ impl HeaderCheck {
 /// The manifest `bytes` in one pass, or `None` when they are not laid out
 /// exactly as `store::encode_manifest` writes them.
 pub fn read(bytes: &[u8]) -> Option<Parts> {
-    let end = bytes.iter().position(|&b| b == b'\n')?;
+    let end = newline(bytes)?;
     let (head, body) = bytes.split_at(end + 1);
     // `{"schema":...,"body_bytes":N,` and its line break: an object once
     // its last comma is a brace.
@@ -93,12 +98,65 @@ pub fn read(bytes: &[u8]) -> Option<Parts> {
     // `"shards":[` and a line per shard, then `]}`: the array, whose line
     // breaks are white space.
     let array = rest.strip_prefix(b"\"shards\":")?.strip_suffix(b"}\n")?;
-    let shards: Vec<Option<Saved>> = serde_json::from_slice(array).ok()?;
+    let at = bytes.len() - rest.len() + b"\"shards\":".len();
+    let (shards, lines) = match shard_lines(array, at) {
+        Some((shards, lines)) => (shards, Some(lines)),
+        None => (serde_json::from_slice(array).ok()?, None),
+    };
     Some(Parts {
         state,
         layout,
         shards,
+        lines,
     })
+}
+
+/// Where each shard's line is in the manifest.
+type Lines = Vec<Range<usize>>;
+
+/// The array of shard lines as `store::encode_manifest` writes it, `[`, a
+/// line per shard, each after a line break and all but the last ending in
+/// a comma, then a line break and `]`, every line read by
+/// `decode::saved_line`; `None` for anything else. With each line's place
+/// in the manifest, `at` being the array's.
+fn shard_lines(array: &[u8], at: usize) -> Option<(Vec<Option<Saved>>, Lines)> {
+    let inner = array.strip_prefix(b"[\n")?.strip_suffix(b"\n]")?;
+    let mut start = at + 2;
+    let (mut shards, mut lines) = (Vec::new(), Vec::new());
+    let mut rest = inner;
+    loop {
+        let (text, last) = match newline(rest) {
+            Some(end) => (rest[..end].strip_suffix(b",")?, false),
+            None => (rest, true),
+        };
+        shards.push(super::decode::saved_line(text)?);
+        lines.push(start..start + text.len());
+        if last {
+            return Some((shards, lines));
+        }
+        // Past the line, its comma and its line break.
+        start += text.len() + 2;
+        rest = &rest[text.len() + 2..];
+    }
+}
+
+/// Where the first line break in `bytes` is, looked for eight bytes at a
+/// time: the observation log's line is most of a manifest, and a byte at a
+/// time it cost as much as reading the log.
+fn newline(bytes: &[u8]) -> Option<usize> {
+    const ONES: u64 = u64::from_ne_bytes([1; 8]);
+    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
+    const BREAKS: u64 = u64::from_ne_bytes([b'\n'; 8]);
+    let mut at = 0;
+    for chunk in bytes.chunks_exact(8) {
+        let v = u64::from_ne_bytes(chunk.try_into().expect("eight bytes")) ^ BREAKS;
+        // Whether a byte of `v` is zero, that is a byte of the chunk a break.
+        if v.wrapping_sub(ONES) & !v & HIGH != 0 {
+            break;
+        }
+        at += 8;
+    }
+    bytes[at..].iter().position(|&b| b == b'\n').map(|i| at + i)
 }
 
 /// The line at the start of `rest` that is `key`, a value and a comma: the
@@ -109,7 +167,7 @@ fn part<T: DeserializeOwned>(rest: &mut &[u8], key: &[u8]) -> Option<T> {
 
 /// The value's text of the line `part` reads.
 fn line<'a>(rest: &mut &'a [u8], key: &[u8]) -> Option<&'a [u8]> {
-    let end = rest.iter().position(|&b| b == b'\n')?;
+    let end = newline(rest)?;
     let line = &rest[..end];
     *rest = &rest[end + 1..];
     line.strip_prefix(key)?.strip_suffix(b",")
@@ -140,8 +198,12 @@ mod tests {
     /// A state with every part of the manifest set, strings that need
     /// escapes among them, saved: the manifest's bytes.
     fn manifest() -> Vec<u8> {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("state.json");
+        manifest_in(tempfile::tempdir().unwrap().path())
+    }
+
+    /// `manifest`, saved as `dir/state.json` (and its shards).
+    fn manifest_in(dir: &std::path::Path) -> Vec<u8> {
+        let path = dir.join("state.json");
         let mut s = State::new();
         s.scope = Some(Scope {
             source: "git".into(),
@@ -303,6 +365,68 @@ mod tests {
             );
             if let Some(read) = whole(edit.as_bytes()) {
                 assert_eq!(read.0.observations.open.len(), 20, "edit {i}");
+            }
+        }
+    }
+
+    /// A wake wrote every shard line of the manifest again; now a save
+    /// copies the line of each shard whose summary is the one read, and
+    /// what it writes is what a save that copies nothing writes.
+    #[test]
+    fn a_save_copies_the_shard_lines_it_read_and_writes_what_a_save_from_scratch_writes() {
+        let bytes = manifest();
+        let parts = read(&bytes).expect("the layout as written");
+        let lines = parts.lines.expect("every shard line read directly");
+        assert_eq!(lines.len(), parts.shards.len());
+        for (range, saved) in lines.iter().zip(&parts.shards) {
+            let mut again = Vec::new();
+            crate::state::encode::put_saved(&mut again, saved.as_ref()).unwrap();
+            assert_eq!(&bytes[range.clone()], &again[..]);
+        }
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        assert_eq!(manifest_in(a.path()), bytes);
+        assert_eq!(manifest_in(b.path()), bytes);
+        let (copied, fresh) = (a.path().join("state.json"), b.path().join("state.json"));
+        let (mut state, kept) = store::load_kept(&copied).unwrap().unwrap();
+        assert!(kept.is_some(), "nothing kept to copy");
+        let mut other = store::load_lazy(&fresh).unwrap().unwrap();
+        for s in [&mut state, &mut other] {
+            s.files.set_rules(NO_RULES);
+            s.files.insert(
+                "src/new.js".into(),
+                FileRecord {
+                    blob: "new".into(),
+                    last_ts: at(6),
+                    ..FileRecord::default()
+                },
+            );
+        }
+        store::save_kept(&copied, &state, kept.as_ref()).unwrap();
+        store::save(&fresh, &other).unwrap();
+        assert_eq!(
+            std::fs::read(&copied).unwrap(),
+            std::fs::read(&fresh).unwrap()
+        );
+    }
+
+    /// The line breaks are looked for eight bytes at a time: wherever the
+    /// first one is, beside bytes one bit off a break, it is the one a
+    /// search byte by byte finds.
+    #[test]
+    fn the_first_line_break_is_found_wherever_it_is() {
+        let filler = [0x8a, 0x0b, 0x09, b'a', 0xff, 0x00, 0x0a ^ 0x80];
+        for len in 0..40usize {
+            for at in 0..=len {
+                for second in [None, Some(at + 1), Some(len.saturating_sub(1))] {
+                    let mut b: Vec<u8> = (0..len).map(|i| filler[i % filler.len()]).collect();
+                    for i in [Some(at), second].into_iter().flatten() {
+                        if i < len {
+                            b[i] = b'\n';
+                        }
+                    }
+                    let want = b.iter().position(|&x| x == b'\n');
+                    assert_eq!(newline(&b), want, "{b:?}");
+                }
             }
         }
     }

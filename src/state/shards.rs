@@ -460,12 +460,17 @@ pub struct Written {
 /// is renamed into place only once the shards and their names are durable,
 /// which keeps the order of `write_shards` then `commit`.
 pub fn save(path: &Path, state: &State) -> Result<Written> {
+    save_kept(path, state, None)
+}
+
+/// `save`, the manifest's unchanged parts copied from `kept`.
+pub fn save_kept(path: &Path, state: &State, kept: Option<&super::store::Kept>) -> Result<Written> {
     let dir = dir_of(path);
     let mut batch = safe_fs::Batch::new(Some(path)).map_err(|e| save_error(path, &dir, e))?;
     let staged = encode_shards(path, state, &mut batch)?;
-    let bytes = super::store::encode_manifest(state, &staged.layout, &staged.shards)?;
-    let manifest =
-        safe_fs::Replacement::stage(path, &bytes).map_err(|e| manifest_error(path, e))?;
+    let encoded = super::store::encode_manifest(state, &staged.layout, &staged.shards, kept)?;
+    let bytes = encoded.bytes();
+    let manifest = safe_fs::Replacement::stage(path, bytes).map_err(|e| manifest_error(path, e))?;
     flush(path, &dir, batch, Some(manifest.file()))?;
     manifest.commit(path).map_err(|e| manifest_error(path, e))?;
     let mut written = staged.written;
@@ -662,8 +667,9 @@ pub fn commit(path: &Path, state: &State, staged: Staged) -> Result<Written> {
         mut written,
         garbage,
     } = staged;
-    let bytes = super::store::encode_manifest(state, &layout, &shards)?;
-    super::store::write_atomically(path, &bytes)?;
+    let encoded = super::store::encode_manifest(state, &layout, &shards, None)?;
+    let bytes = encoded.bytes();
+    super::store::write_atomically(path, bytes)?;
     written.manifest_bytes = bytes.len() as u64;
     clean_up(path, &shards, &garbage);
     Ok(written)

@@ -42,6 +42,12 @@ pub trait Storage {
 pub struct FileStorage {
     path: PathBuf,
     lock: Option<StateLock>,
+    /// What the last load read of the manifest, for the save to copy what
+    /// is unchanged.
+    kept: Option<store::Kept>,
+    /// The state file as the header's read left it, for the load to read on
+    /// (a wake read the file twice, the header line twice); dropped by a save.
+    opened: Option<store::Opened>,
 }
 
 impl FileStorage {
@@ -49,6 +55,8 @@ impl FileStorage {
         FileStorage {
             path: path.to_path_buf(),
             lock: None,
+            kept: None,
+            opened: None,
         }
     }
 }
@@ -64,13 +72,22 @@ impl Storage for FileStorage {
         })
     }
     fn load_header(&mut self) -> Result<Option<Header>> {
-        store::load_header(&self.path)
+        let (header, opened) = store::load_header_opened(&self.path)?;
+        self.opened = opened;
+        Ok(header)
     }
     fn load(&mut self) -> Result<Option<State>> {
-        store::load_lazy(&self.path)
+        let opened = self.opened.take();
+        Ok(
+            store::load_kept_from(&self.path, opened)?.map(|(state, kept)| {
+                self.kept = kept;
+                state
+            }),
+        )
     }
     fn save(&mut self, state: &State) -> Result<u64> {
-        store::save(&self.path, state)
+        self.opened = None;
+        store::save_kept(&self.path, state, self.kept.as_ref())
     }
     fn journal_read(&mut self) -> Result<Contents> {
         journal::read(&self.path)
@@ -212,5 +229,49 @@ impl Storage for MemoryStorage {
     fn write_report(&mut self, _path: &Path, bytes: &[u8]) -> Result<()> {
         self.bytes_written += bytes.len() as u64;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::files::Rules;
+    use crate::state::schema::FileRecord;
+    use std::collections::BTreeSet;
+
+    /// A wake opened the state file for its header, then again for the
+    /// whole state, and read the header line twice: the load reads on from
+    /// the file the header's read left open (a tick holds the lock, so it is
+    /// the same file), and a save drops it.
+    #[test]
+    fn a_wake_opens_the_state_file_once_for_its_header_and_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        let mut s = State::new();
+        s.wake.ticks = 3;
+        s.files.set_rules(Rules {
+            locked: |_, _| false,
+            review_due: |_, _, _| None,
+            import_dirs: |_, _| BTreeSet::new(),
+        });
+        for i in 0..600 {
+            s.files
+                .insert(format!("src/f{i}.js"), FileRecord::default());
+        }
+        store::save(&path, &s).unwrap();
+        let mut storage = FileStorage::new(&path);
+        assert_eq!(storage.load_header().unwrap().unwrap().wake.ticks, 3);
+        // Gone from its name, the file is still the one opened.
+        let moved = dir.path().join("moved.json");
+        std::fs::rename(&path, &moved).unwrap();
+        let state = storage.load().unwrap().expect("read from the open file");
+        assert_eq!(state.wake.ticks, 3);
+        assert_eq!(state.files.len(), 600);
+        // Read once: the next load opens the name again, and finds nothing.
+        assert!(storage.load().unwrap().is_none());
+        std::fs::rename(&moved, &path).unwrap();
+        storage.load_header().unwrap();
+        storage.save(&state).unwrap();
+        assert!(storage.opened.is_none(), "a save drops the open file");
     }
 }

@@ -8,14 +8,15 @@
 //! either succeeds or names the position of the problem.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use anyhow::{Context, Result, anyhow, bail};
 use serde::Deserialize;
 
-use super::files::Saved;
+use super::files::{Files, Loader, Saved};
 use super::limits;
 use super::safe_fs;
 use super::schema::{Header, SCHEMA, State};
@@ -140,23 +141,78 @@ struct HeaderLine {
 /// The header only, read from the first line; `None` when the file is missing.
 /// Falls back to a full load when the fast layout does not match.
 pub fn load_header(path: &Path) -> Result<Option<Header>> {
+    Ok(load_header_opened(path)?.0)
+}
+
+/// The state file as `load_header_opened` left it: open, its first line
+/// read (and what came with it), for a load later in the tick to read on
+/// from there rather than open and read the file again.
+#[derive(Debug)]
+pub struct Opened {
+    file: File,
+    bytes: Vec<u8>,
+    /// The file's length when it was opened.
+    len: u64,
+}
+
+impl Opened {
+    /// The whole file, bounded as `safe_fs::read_bounded` bounds it.
+    fn read_rest(self, path: &Path) -> std::io::Result<Vec<u8>> {
+        let Opened {
+            file,
+            mut bytes,
+            len,
+        } = self;
+        let limit = limits::MAX_STATE_BYTES;
+        if len > limit {
+            return Err(safe_fs::too_large_error(path, len, limit));
+        }
+        bytes.reserve_exact((len as usize).saturating_sub(bytes.len()));
+        let left = (limit + 1).saturating_sub(bytes.len() as u64);
+        (&file).take(left).read_to_end(&mut bytes)?;
+        if bytes.len() as u64 > limit {
+            return Err(safe_fs::too_large_error(path, bytes.len() as u64, limit));
+        }
+        Ok(bytes)
+    }
+}
+
+/// `load_header`, and the file left open with what was read of it when the
+/// header line was read as written.
+pub fn load_header_opened(path: &Path) -> Result<(Option<Header>, Option<Opened>)> {
     refuse_link(path)?;
     let file = match safe_fs::open_read(path) {
         Ok(Some(f)) => f,
-        Ok(None) => return Ok(None),
+        Ok(None) => return Ok((None, None)),
         Err(e) => return Err(open_error(path, e)),
     };
     let total = file.metadata().map_err(|e| open_error(path, e))?.len();
-    let mut line = Vec::new();
-    let mut reader = BufReader::new(file).take(MAX_HEADER_BYTES);
-    reader
-        .read_until(b'\n', &mut line)
-        .map_err(|e| open_error(path, e))?;
-    if let Some(header) = parse_header_line(&line, total) {
+    // Up to the first line break, at most `MAX_HEADER_BYTES`, 8 KiB a read.
+    let mut bytes = Vec::with_capacity(8192);
+    let line_end = loop {
+        let from = bytes.len();
+        let room = (MAX_HEADER_BYTES - from as u64).min(8192);
+        let got = (&file)
+            .take(room)
+            .read_to_end(&mut bytes)
+            .map_err(|e| open_error(path, e))?;
+        if let Some(i) = bytes[from..].iter().position(|&b| b == b'\n') {
+            break from + i + 1;
+        }
+        if got == 0 || bytes.len() as u64 >= MAX_HEADER_BYTES {
+            break bytes.len();
+        }
+    };
+    if let Some(header) = parse_header_line(&bytes[..line_end], total) {
         check_schema(path, header.schema)?;
-        return Ok(Some(header));
+        let opened = Opened {
+            file,
+            bytes,
+            len: total,
+        };
+        return Ok((Some(header), Some(opened)));
     }
-    Ok(load_lazy(path)?.map(|s| s.header()))
+    Ok((load_lazy(path)?.map(|s| s.header()), None))
 }
 
 fn parse_header_line(line: &[u8], total: u64) -> Option<Header> {
@@ -191,8 +247,64 @@ fn load_whole(path: &Path) -> Result<Option<State>> {
 /// The state with no shard read yet: each is read when a record in it is
 /// first looked at (`files::Files`). `None` when the file is missing.
 pub fn load_lazy(path: &Path) -> Result<Option<State>> {
+    Ok(load_kept(path)?.map(|(state, _)| state))
+}
+
+/// What a save may copy from the manifest a load read rather than write it
+/// again: the line of each shard whose summary is still the one read. A
+/// wake changes two or three of 512, and writing the others again was a
+/// third of the manifest's encoding.
+pub struct Kept {
+    bytes: Vec<u8>,
+    /// Each bucket's line.
+    lines: Vec<std::ops::Range<usize>>,
+    /// The loader the records were attached with: while the state's records
+    /// are those (`Rc::ptr_eq`), each bucket's `saved` is what its line was
+    /// read as, for no record changes it (a copy of 512 summaries to compare
+    /// with was 90 KB and a tenth of the manifest's reading).
+    loader: Loader,
+}
+
+impl std::fmt::Debug for Kept {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.debug_struct("Kept")
+            .field("bytes", &self.bytes.len())
+            .field("lines", &self.lines.len())
+            .finish()
+    }
+}
+
+impl Kept {
+    /// Bucket `i`'s line as read, when `saved` is what it was read as; the
+    /// line is then what `encode::put_saved` writes for it.
+    fn line(&self, files: &Files, (i, of): (usize, usize), saved: Option<&Saved>) -> Option<&[u8]> {
+        let attached = files
+            .loader
+            .as_ref()
+            .is_some_and(|l| Rc::ptr_eq(l, &self.loader));
+        let counts = self.lines.len() == of && files.slots.len() == of;
+        let read = files.slots.get(i)?.saved.as_ref();
+        let same = attached && counts && read == saved;
+        same.then(|| &self.bytes[self.lines[i].clone()])
+    }
+}
+
+/// `load_lazy`, and what a save of the state may copy from the manifest.
+pub fn load_kept(path: &Path) -> Result<Option<(State, Option<Kept>)>> {
+    load_kept_from(path, None)
+}
+
+/// `load_kept`, reading on from where `opened` stopped when given.
+pub fn load_kept_from(
+    path: &Path,
+    opened: Option<Opened>,
+) -> Result<Option<(State, Option<Kept>)>> {
     refuse_link(path)?;
-    let bytes = match safe_fs::read_bounded(path, limits::MAX_STATE_BYTES) {
+    let read = match opened {
+        Some(opened) => opened.read_rest(path).map(Some),
+        None => safe_fs::read_bounded(path, limits::MAX_STATE_BYTES),
+    };
+    let bytes = match read {
         Ok(Some(b)) => b,
         Ok(None) => return Ok(None),
         Err(e) => return Err(open_error(path, e)),
@@ -201,7 +313,13 @@ pub fn load_lazy(path: &Path) -> Result<Option<State>> {
         let mut state = parts.state;
         check_schema(path, state.schema)?;
         shards::attach(&mut state, path, parts.layout, parts.shards)?;
-        return Ok(Some(state));
+        let kept = parts.lines.zip(state.files.loader.clone());
+        let kept = kept.map(|(lines, loader)| Kept {
+            bytes,
+            lines,
+            loader,
+        });
+        return Ok(Some((state, kept)));
     }
     match serde_json::from_slice::<State>(&bytes) {
         Ok(mut state) => {
@@ -217,7 +335,7 @@ pub fn load_lazy(path: &Path) -> Result<Option<State>> {
             if let Some(layout) = tail.layout {
                 shards::attach(&mut state, path, layout, tail.shards)?;
             }
-            Ok(Some(state))
+            Ok(Some((state, None)))
         }
         Err(err) => {
             // A newer schema may well not parse as this one: say so rather
@@ -366,35 +484,82 @@ pub fn encode(state: &State) -> Result<Vec<u8>> {
     with_header(&state.header(), &body)
 }
 
+/// An encoded manifest: its bytes are `buf[start..]`.
+pub struct Manifest {
+    buf: Vec<u8>,
+    start: usize,
+}
+
+impl Manifest {
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf[self.start..]
+    }
+}
+
+/// The most bytes the header line's `,"body_bytes":N,` and line break take.
+const BODY_BYTES_ROOM: usize = ",\"body_bytes\":".len() + 20 + 2;
+
 /// Serialise the manifest of the sharded layout: header line, the
-/// state-wide parts, the layout, then one line per shard.
+/// state-wide parts, the layout, then one line per shard. It is encoded in
+/// one buffer, sized up front, the body after room left for the header
+/// line, which is put in front of it once the body's length is known: the
+/// growth and the copy of a 200 KB body were a hundred page faults a wake.
 pub fn encode_manifest(
     state: &State,
     layout: &Layout,
     shards: &[Option<Saved>],
-) -> Result<Vec<u8>> {
-    let mut body = Vec::with_capacity(256 + shards.len() * 160);
-    encode_common(state, &mut body)?;
-    body.extend_from_slice(b",\n\"layout\":");
-    serde_json::to_writer(&mut body, layout)?;
-    body.extend_from_slice(b",\n\"shards\":[");
-    for (i, s) in shards.iter().enumerate() {
-        body.extend_from_slice(if i == 0 { b"\n" } else { b",\n" });
-        super::encode::put_saved(&mut body, s.as_ref())?;
-    }
-    body.extend_from_slice(b"\n]}\n");
+    kept: Option<&Kept>,
+) -> Result<Manifest> {
     let mut header = state.header();
     // Whatever schema it was read at, it is written at this one.
     header.schema = SCHEMA;
-    with_header(&header, &body)
+    let header = crate::redact::to_string(&header)?.into_bytes();
+    let room = header.len() + BODY_BYTES_ROOM;
+    let mut buf = Vec::with_capacity(room + manifest_size_hint(state, shards, kept));
+    buf.resize(room, 0);
+    encode_common(state, &mut buf)?;
+    buf.extend_from_slice(b",\n\"layout\":");
+    serde_json::to_writer(&mut buf, layout)?;
+    buf.extend_from_slice(b",\n\"shards\":[");
+    for (i, s) in shards.iter().enumerate() {
+        buf.extend_from_slice(if i == 0 { b"\n" } else { b",\n" });
+        match kept.and_then(|k| k.line(&state.files, (i, shards.len()), s.as_ref())) {
+            Some(line) => buf.extend_from_slice(line),
+            None => super::encode::put_saved(&mut buf, s.as_ref())?,
+        }
+    }
+    buf.extend_from_slice(b"\n]}\n");
+    let mut line = Vec::with_capacity(room);
+    line.extend_from_slice(&header[..header.len() - 1]);
+    writeln!(line, ",\"body_bytes\":{},", buf.len() - room)?;
+    let start = room - line.len();
+    buf[start..room].copy_from_slice(&line);
+    Ok(Manifest { buf, start })
+}
+
+/// About the size of the manifest's body, rather more than less: what is
+/// reserved and never written is never touched.
+fn manifest_size_hint(state: &State, shards: &[Option<Saved>], kept: Option<&Kept>) -> usize {
+    let log = &state.observations;
+    let estimate = 4096
+        + shards.len() * 256
+        + (log.open.len() + log.resolved.len()) * 512
+        + state.backlog.iter().map(|p| p.len() + 8).sum::<usize>();
+    estimate.max(kept.map_or(0, |k| k.bytes.len() + 4096))
 }
 
 /// Save in the sharded layout (see `shards`): the changed shards, then the
 /// manifest, atomically; a crash at any instant leaves either the old or the
 /// new state whole. Returns the bytes written.
 pub fn save(path: &Path, state: &State) -> Result<u64> {
+    save_kept(path, state, None)
+}
+
+/// `save`, copying from `kept` (what a load read of the manifest) what is
+/// still as it was read.
+pub fn save_kept(path: &Path, state: &State, kept: Option<&Kept>) -> Result<u64> {
     refuse_link(path)?;
-    let w = shards::save(path, state)?;
+    let w = shards::save_kept(path, state, kept)?;
     remove_stale_temps(path);
     Ok(w.shard_bytes + w.manifest_bytes)
 }
