@@ -126,6 +126,38 @@ const HEADERS: [&str; 4] = ["authorization", "private-token", "job-token", "x-ap
 
 static REGISTERED: OnceLock<Secrets> = OnceLock::new();
 
+/// The bytes lowered at a time by `names_a_header`.
+const CHUNK: usize = 8192;
+
+/// Whether `text` names a credential header in any case. Lowered a chunk
+/// at a time into one small buffer, each chunk starting a header's length
+/// before the last one ended: a save checks its whole state this way (a
+/// 200 KB manifest on every wake), and a lowered copy of all of it cost
+/// more than the search.
+fn names_a_header(text: &str) -> bool {
+    let longest = HEADERS.iter().map(|h| h.len()).max().unwrap_or(0);
+    let mut lower = String::with_capacity(CHUNK + longest + 4);
+    let mut start = 0;
+    while start < text.len() {
+        let mut end = (start + CHUNK).min(text.len());
+        while !text.is_char_boundary(end) {
+            end += 1;
+        }
+        let mut from = start.saturating_sub(longest - 1);
+        while !text.is_char_boundary(from) {
+            from -= 1;
+        }
+        lower.clear();
+        lower.push_str(&text[from..end]);
+        lower.make_ascii_lowercase();
+        if HEADERS.iter().any(|h| lower.contains(h)) {
+            return true;
+        }
+        start = end;
+    }
+    false
+}
+
 /// The set of secret values and the spellings they may come back in.
 #[derive(Default)]
 pub struct Secrets {
@@ -183,11 +215,7 @@ impl Secrets {
     /// Whether `text` might lose something to `text`: a secret, or the name
     /// of a credential header.
     fn may_touch(&self, text: &str) -> bool {
-        if self.holds(text) {
-            return true;
-        }
-        let lower = text.to_ascii_lowercase();
-        HEADERS.iter().any(|h| lower.contains(h))
+        self.holds(text) || names_a_header(text)
     }
 
     /// `text` with every secret, in any registered spelling, and the value of
@@ -208,8 +236,7 @@ impl Secrets {
         if self.needles.iter().any(|n| text.contains(n.as_str())) {
             return false;
         }
-        let lower = text.to_ascii_lowercase();
-        !HEADERS.iter().any(|h| lower.contains(h))
+        !names_a_header(text)
     }
 
     /// `value` as JSON text with its words redacted (`words`), in the field
@@ -460,6 +487,30 @@ mod tests {
 
     fn secrets() -> Secrets {
         Secrets::new(["glpat-canary/Token+1".to_string()])
+    }
+
+    #[test]
+    fn a_header_name_is_seen_wherever_it_lies_in_a_long_state_in_any_case() {
+        // Around every chunk boundary, in any case, after multi-byte text
+        // that moves the boundaries off the ASCII grid.
+        let filler = "é{\"path\":\"src/d1/f.js\"},".repeat(700);
+        for name in ["Authorization", "PRIVATE-TOKEN", "job-token", "X-Api-Key"] {
+            for at in (CHUNK - 20..CHUNK + 20).chain(2 * CHUNK - 3..2 * CHUNK + 3) {
+                // `at` bytes of two-byte letters (and one `x` if odd).
+                let mut text = "é".repeat(at / 2);
+                if at % 2 == 1 {
+                    text.push('x');
+                }
+                text.push_str(name);
+                text.push_str(&filler[..4000]);
+                assert!(names_a_header(&text), "{name} at {at}");
+                assert!(!secrets().nothing_in(&text), "{name} at {at}");
+            }
+        }
+        let clean = filler.repeat(3);
+        assert!(!names_a_header(&clean));
+        assert!(secrets().nothing_in(&clean));
+        assert!(!names_a_header(""));
     }
 
     #[test]
