@@ -9,7 +9,7 @@
 //! `None`, and `git ls-tree` answers.
 
 use super::Entry;
-use super::git_objects::{Kind, Node, components, hex, parse_commit, parse_tree};
+use super::git_objects::{Kind, Node, Tree, components, hex, parse_commit, parse_tree};
 use super::git_odb::{self, Odb};
 
 /// The largest tree object read here: a directory of about a million
@@ -35,9 +35,8 @@ pub(super) fn list(odb: &mut Odb, commit: &str, watched: Option<&str>) -> Option
         if node.kind != Kind::Tree {
             return Some(Vec::new());
         }
-        let entries = tree(odb, &node.id)?;
-        match entries.into_iter().find(|e| e.name == *part) {
-            Some(e) => node = e.node,
+        match tree(odb, &node.id)?.find(part) {
+            Some(found) => node = found,
             None => return Some(Vec::new()),
         }
     }
@@ -52,9 +51,9 @@ pub(super) fn list(odb: &mut Odb, commit: &str, watched: Option<&str>) -> Option
     Some(out)
 }
 
-fn tree(odb: &mut Odb, id: &[u8; 20]) -> Option<Vec<super::git_objects::Entry>> {
+fn tree(odb: &mut Odb, id: &[u8; 20]) -> Option<Tree> {
     match odb.read(&hex(id), MAX_TREE)? {
-        (git_odb::Kind::Tree, bytes) => parse_tree(&bytes),
+        (git_odb::Kind::Tree, bytes) => parse_tree(bytes),
         _ => None,
     }
 }
@@ -72,15 +71,16 @@ fn below(
         return None;
     }
     let at = path.len();
-    for e in tree(odb, id)? {
+    let tree = tree(odb, id)?;
+    for (name, node) in tree.iter() {
         path.truncate(at);
         if at > 0 {
             path.push(b'/');
         }
-        path.extend_from_slice(&e.name);
-        match e.node.kind {
-            Kind::Tree => below(odb, &e.node.id, path, depth + 1, out)?,
-            Kind::File | Kind::Exec => out.push(file(path, &e.node.id)),
+        path.extend_from_slice(name);
+        match node.kind {
+            Kind::Tree => below(odb, &node.id, path, depth + 1, out)?,
+            Kind::File | Kind::Exec => out.push(file(path, &node.id)),
             Kind::Link | Kind::Gitlink => {}
         }
     }

@@ -65,20 +65,53 @@ pub(super) struct Node {
     pub(super) id: [u8; ID_LEN],
 }
 
-pub(super) struct Entry {
-    pub(super) name: Vec<u8>,
-    pub(super) node: Node,
+/// A tree object parsed in place: its bytes, and where each entry's name
+/// lies in them (no copy of a name: a wake parses directories of
+/// thousands of entries to find the one that changed).
+pub(super) struct Tree {
+    bytes: Vec<u8>,
+    entries: Vec<(u32, u32, Node)>,
 }
 
-impl Entry {
-    /// Git's order of tree entries: a directory's name compares as if it
-    /// ended in `/`.
-    fn order(&self, other: &Entry) -> Ordering {
-        let slash = |e: &Entry| (e.node.kind == Kind::Tree).then_some(b'/');
-        let a = self.name.iter().copied().chain(slash(self));
-        let b = other.name.iter().copied().chain(slash(other));
-        a.cmp(b)
+impl Tree {
+    pub(super) fn len(&self) -> usize {
+        self.entries.len()
     }
+
+    pub(super) fn name(&self, i: usize) -> &[u8] {
+        let (start, end, _) = self.entries[i];
+        &self.bytes[start as usize..end as usize]
+    }
+
+    pub(super) fn node(&self, i: usize) -> Node {
+        self.entries[i].2
+    }
+
+    /// Each entry's name and what it names, in the tree's order.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (&[u8], Node)> {
+        (0..self.len()).map(|i| (self.name(i), self.node(i)))
+    }
+
+    pub(super) fn find(&self, name: &[u8]) -> Option<Node> {
+        self.iter().find(|(n, _)| *n == name).map(|(_, node)| node)
+    }
+}
+
+/// Git's order of tree entries: a directory's name compares as if it ended
+/// in `/`.
+fn order(a: &[u8], a_kind: Kind, b: &[u8], b_kind: Kind) -> Ordering {
+    let n = a.len().min(b.len());
+    match a[..n].cmp(&b[..n]) {
+        Ordering::Equal => {}
+        unequal => return unequal,
+    }
+    let next = |name: &[u8], kind: Kind| {
+        name.get(n)
+            .copied()
+            .or((kind == Kind::Tree).then_some(b'/'))
+    };
+    // `None` (the name ended) sorts first, as the shorter byte string does.
+    next(a, a_kind).cmp(&next(b, b_kind))
 }
 
 pub(super) struct Commit {
@@ -100,7 +133,7 @@ struct Reader<'a> {
     budget: u64,
     /// Answers fetched ahead of their use, by id.
     fetched: HashMap<String, Option<Object>>,
-    trees: HashMap<[u8; ID_LEN], Rc<Vec<Entry>>>,
+    trees: HashMap<[u8; ID_LEN], Rc<Tree>>,
 }
 
 /// Why the objects did not answer.
@@ -301,11 +334,11 @@ impl Reader<'_> {
         parse_commit(&self.read(id, "commit")?)
     }
 
-    fn tree(&mut self, id: [u8; ID_LEN]) -> Option<Rc<Vec<Entry>>> {
+    fn tree(&mut self, id: [u8; ID_LEN]) -> Option<Rc<Tree>> {
         if let Some(entries) = self.trees.get(&id) {
             return Some(entries.clone());
         }
-        let entries = Rc::new(parse_tree(&self.read(&hex(&id), "tree")?)?);
+        let entries = Rc::new(parse_tree(self.read(&hex(&id), "tree")?)?);
         self.trees.insert(id, entries.clone());
         Some(entries)
     }
@@ -327,10 +360,7 @@ impl Reader<'_> {
             self.fetch_trees(trees.map(|n| n.id).collect::<Vec<_>>());
             for node in &mut nodes {
                 *node = match *node {
-                    Some(n) if n.kind == Kind::Tree => {
-                        let entries = self.tree(n.id)?;
-                        entries.iter().find(|e| e.name == *part).map(|e| e.node)
-                    }
+                    Some(n) if n.kind == Kind::Tree => self.tree(n.id)?.find(part),
                     _ => None,
                 };
             }
@@ -374,7 +404,10 @@ impl Reader<'_> {
             return Some(());
         }
         self.fetch_trees(old_tree.into_iter().chain(new_tree));
-        let empty = Rc::new(Vec::new());
+        let empty = Rc::new(Tree {
+            bytes: Vec::new(),
+            entries: Vec::new(),
+        });
         let olds = match old_tree {
             Some(id) => self.tree(id)?,
             None => empty.clone(),
@@ -386,15 +419,24 @@ impl Reader<'_> {
         let mut pairs = Vec::new();
         let (mut i, mut j) = (0, 0);
         while i < olds.len() || j < news.len() {
-            let order = match (olds.get(i), news.get(j)) {
-                (Some(a), Some(b)) => a.order(b),
-                (Some(_), None) => Ordering::Less,
+            let order = match (i < olds.len(), j < news.len()) {
+                (true, true) => {
+                    let (a, b) = (olds.node(i), news.node(j));
+                    // Most entries of a changed directory did not change.
+                    if a == b && olds.name(i) == news.name(j) {
+                        i += 1;
+                        j += 1;
+                        continue;
+                    }
+                    order(olds.name(i), a.kind, news.name(j), b.kind)
+                }
+                (true, false) => Ordering::Less,
                 _ => Ordering::Greater,
             };
             let pair = match order {
-                Ordering::Less => (&olds[i].name, Some(olds[i].node), None),
-                Ordering::Greater => (&news[j].name, None, Some(news[j].node)),
-                Ordering::Equal => (&olds[i].name, Some(olds[i].node), Some(news[j].node)),
+                Ordering::Less => (olds.name(i), Some(olds.node(i)), None),
+                Ordering::Greater => (news.name(j), None, Some(news.node(j))),
+                Ordering::Equal => (olds.name(i), Some(olds.node(i)), Some(news.node(j))),
             };
             if pair.1 != pair.2 {
                 pairs.push(pair);
@@ -486,31 +528,35 @@ fn subject(message: &[u8]) -> Vec<u8> {
 
 /// Entries `<mode> SP <name> NUL <20-byte id>`, strictly in git's order
 /// (a tree out of order or with a name twice is one git would not write).
-pub(super) fn parse_tree(mut bytes: &[u8]) -> Option<Vec<Entry>> {
-    let mut entries: Vec<Entry> = Vec::new();
-    while !bytes.is_empty() {
-        let space = bytes.iter().position(|b| *b == b' ')?;
-        let kind = Kind::parse(&bytes[..space])?;
-        let rest = &bytes[space + 1..];
-        let nul = rest.iter().position(|b| *b == 0)?;
-        let name = &rest[..nul];
-        let id: [u8; ID_LEN] = rest.get(nul + 1..nul + 1 + ID_LEN)?.try_into().ok()?;
+pub(super) fn parse_tree(bytes: Vec<u8>) -> Option<Tree> {
+    let mut entries: Vec<(u32, u32, Node)> = Vec::new();
+    let mut at = 0usize;
+    // Names are found by offset, and an offset past u32 is not a tree.
+    u32::try_from(bytes.len()).ok()?;
+    while at < bytes.len() {
+        let rest = &bytes[at..];
+        let space = rest.iter().take(7).position(|b| *b == b' ')?;
+        let kind = Kind::parse(&rest[..space])?;
+        let name_at = at + space + 1;
+        let nul = bytes[name_at..].iter().position(|b| *b == 0)?;
+        let name = &bytes[name_at..name_at + nul];
+        let id: [u8; ID_LEN] = bytes
+            .get(name_at + nul + 1..name_at + nul + 1 + ID_LEN)?
+            .try_into()
+            .ok()?;
         if name.is_empty() || name.contains(&b'/') || name == b"." || name == b".." {
             return None;
         }
-        let entry = Entry {
-            name: name.to_vec(),
-            node: Node { kind, id },
-        };
-        if let Some(last) = entries.last()
-            && (last.order(&entry) != Ordering::Less || last.name == entry.name)
-        {
-            return None;
+        if let Some(&(start, end, last)) = entries.last() {
+            let last_name = &bytes[start as usize..end as usize];
+            if order(last_name, last.kind, name, kind) != Ordering::Less || last_name == name {
+                return None;
+            }
         }
-        entries.push(entry);
-        bytes = &rest[nul + 1 + ID_LEN..];
+        entries.push((name_at as u32, (name_at + nul) as u32, Node { kind, id }));
+        at = name_at + nul + 1 + ID_LEN;
     }
-    Some(entries)
+    Some(Tree { bytes, entries })
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
