@@ -231,45 +231,14 @@ impl<'a> Planned<'a> {
 }
 
 /// Buckets encoded per walk over the records (`encode_group`): the
-/// encoded shards of one group are held at a time, not all of them, in
-/// buffers the next group takes over once they are written. At 100,000
-/// records a group of 256 held 21 MB, touched afresh for each group, a page
-/// fault every 4 KiB; 32 hold under 3 MB, touched once.
-const GROUP: usize = 32;
+/// encoded shards of one group are held at a time, not all of them.
+const GROUP: usize = 256;
 
 /// The records of a rebuild in path order, which is about the order they
-/// were built in memory, with the bucket of each; and, group by group, the
-/// indices of the records of each group of buckets, in path order.
+/// were built in memory, with the bucket of each.
 struct Walk<'a> {
     records: Vec<(&'a String, &'a FileRecord)>,
     bucket: Vec<u32>,
-    /// The records of group `g` are `by_group[starts[g]..starts[g + 1]]`.
-    by_group: Vec<u32>,
-    starts: Vec<usize>,
-}
-
-impl Walk<'_> {
-    /// Sort the records by group, keeping path order within each (a
-    /// counting sort): each group then walks only its own records.
-    fn group(&mut self, buckets: usize) {
-        let groups = buckets.div_ceil(GROUP);
-        let mut starts = vec![0usize; groups + 1];
-        for &b in &self.bucket {
-            starts[b as usize / GROUP + 1] += 1;
-        }
-        for g in 0..groups {
-            starts[g + 1] += starts[g];
-        }
-        let mut next = starts.clone();
-        let mut by_group = vec![0u32; self.bucket.len()];
-        for (i, &b) in self.bucket.iter().enumerate() {
-            let g = b as usize / GROUP;
-            by_group[next[g]] = i as u32;
-            next[g] += 1;
-        }
-        self.by_group = by_group;
-        self.starts = starts;
-    }
 }
 
 /// Every bucket rebuilt from all the records, under `buckets` buckets, its
@@ -301,47 +270,39 @@ fn rebuild(files: &Files, buckets: usize) -> (Vec<Option<Planned<'_>>>, Walk<'_>
         out[b].files.push((path, r));
         bucket.push(b as u32);
     }
-    let mut walk = Walk {
-        records,
-        bucket,
-        by_group: Vec::new(),
-        starts: Vec::new(),
-    };
-    walk.group(buckets);
-    (out.into_iter().map(Some).collect(), walk)
+    (
+        out.into_iter().map(Some).collect(),
+        Walk { records, bucket },
+    )
 }
 
-/// Encode and summarise the records of the buckets in `group` (one group:
-/// it starts at a multiple of `GROUP`) in one walk in path order: bucket by
-/// bucket, in the order of the path hash, the walk would visit the records
-/// in no order they have in memory, with a cache miss at every field. The
-/// buffers come from `pool` when it has some.
+/// Encode and summarise the records of the buckets in `group` in one walk
+/// in path order: bucket by bucket, in the order of the path hash, the
+/// walk would visit the records in no order they have in memory, with a
+/// cache miss at every field.
 fn encode_group<'a>(
     files: &'a Files,
     walk: &Walk<'a>,
     group: std::ops::Range<usize>,
     planned: &mut [Option<Planned<'a>>],
-    pool: &mut Vec<Vec<u8>>,
 ) -> Result<()> {
-    debug_assert!(group.start.is_multiple_of(GROUP) && group.len() <= GROUP);
     let of = planned.len();
     // Room for about 1 KiB a record: what is not written is never touched.
     let room = 64 + 1024 * files.len().div_ceil(of);
     for b in group.clone() {
         if let Some(p) = planned[b].as_mut() {
-            let mut bytes = pool.pop().unwrap_or_default();
-            bytes.clear();
-            bytes.reserve(room);
+            let mut bytes = Vec::with_capacity(room);
             shard_start(b, of, &mut bytes);
             p.encoded = Some(bytes);
             p.tally = files.rules().map(|rules| Tally::new(&files.locks, rules));
         }
     }
-    let g = group.start / GROUP;
     let mut started = vec![false; group.len()];
-    for &i in &walk.by_group[walk.starts[g]..walk.starts[g + 1]] {
-        let (path, r) = walk.records[i as usize];
-        let b = walk.bucket[i as usize] as usize;
+    for (&(path, r), &b) in walk.records.iter().zip(&walk.bucket) {
+        let b = b as usize;
+        if !group.contains(&b) {
+            continue;
+        }
         let Some(p) = planned[b].as_mut() else {
             continue;
         };
@@ -601,27 +562,35 @@ fn encode_shards(path: &Path, state: &State, batch: &mut safe_fs::Batch) -> Resu
     }
     let mut written = Written::default();
     let mut shards: Vec<Option<Saved>> = Vec::with_capacity(buckets);
-    // The buffers of the shards written, for the next ones: a fresh one
-    // each time would be mapped and faulted in again at this size.
-    let mut pool: Vec<Vec<u8>> = Vec::new();
+    // One buffer for every shard: a fresh one each time would be mapped
+    // and faulted in again at this size.
+    let mut bytes: Vec<u8> = Vec::new();
+    // The buffers `encode_group` filled are freed a group at a time:
+    // freeing one of this size makes the allocator consolidate every small
+    // block freed since the one before, the index's copies and the
+    // summaries'.
+    let mut spent: Vec<Vec<u8>> = Vec::new();
     for i in 0..planned.len() {
         if let Some(walk) = walk.as_ref().filter(|_| i % GROUP == 0) {
-            let group = i..(i + GROUP).min(buckets);
-            encode_group(files, walk, group, &mut planned, &mut pool)?;
+            spent.clear();
+            encode_group(files, walk, i..(i + GROUP).min(buckets), &mut planned)?;
         }
         let Some(mut plan) = planned[i].take() else {
             shards.push(files.slots[i].saved.clone());
             continue;
         };
-        let prepared = plan.encoded.take();
         if plan.files.is_empty() && plan.importers.is_empty() {
-            pool.extend(prepared);
             shards.push(None);
             continue;
         }
-        let is_prepared = prepared.is_some();
-        let mut bytes = prepared.unwrap_or_else(|| pool.pop().unwrap_or_default());
-        encode_shard(i, buckets, &plan, &mut bytes, is_prepared)?;
+        let prepared = match plan.encoded.take() {
+            Some(records) => {
+                spent.push(std::mem::replace(&mut bytes, records));
+                true
+            }
+            None => false,
+        };
+        encode_shard(i, buckets, &plan, &mut bytes, prepared)?;
         let id = hex(&Sha256::digest(&bytes));
         let unchanged = !reshard && files.slots[i].saved.as_ref().map(|s| &s.id) == Some(&id);
         let summary = summarise(files, (i, buckets), plan, unchanged, path)?;
@@ -632,7 +601,6 @@ fn encode_shards(path: &Path, state: &State, batch: &mut safe_fs::Batch) -> Resu
                 .add(&at, &bytes)
                 .map_err(|e| save_error(path, &dir, e))?;
         }
-        pool.push(bytes);
         shards.push(Some(Saved { id, summary }));
     }
     let replaced = if reshard {
@@ -869,29 +837,20 @@ mod tests {
             r.fingerprint = (i % 3 == 0).then(|| format!("fp{i}|deps:unknown"));
             files.insert(format!("f{i}.js"), r);
         }
-        // One group, and several (the last one short) whose buffers the
-        // next group takes over dirty.
-        for of in [4, 2 * GROUP + 8] {
-            let (mut planned, walk) = rebuild(&files, of);
-            let mut pool = vec![b"left over".to_vec()];
-            for start in (0..of).step_by(GROUP) {
-                let group = start..(start + GROUP).min(of);
-                encode_group(&files, &walk, group.clone(), &mut planned, &mut pool).unwrap();
-                for i in group {
-                    let mut plan = planned[i].take().unwrap();
-                    let mut direct = Vec::new();
-                    shard_json(i, of, &plan, false, &mut direct).unwrap();
-                    let mut walked = plan.encoded.take().unwrap();
-                    encode_shard(i, of, &plan, &mut walked, true).unwrap();
-                    assert!(walked == direct, "bucket {i} of {of} differs");
-                    pool.push(walked);
-                    for list in plan.importers.values() {
-                        assert!(list.windows(2).all(|w| w[0] < w[1]), "{list:?}");
-                    }
-                    let expected = Summary::of(plan.files.iter().copied(), &[], &NO_RULES);
-                    assert_eq!(plan.tally.take().unwrap().finish(), expected);
-                }
+        let (mut planned, walk) = rebuild(&files, 4);
+        encode_group(&files, &walk, 0..4, &mut planned).unwrap();
+        for (i, plan) in planned.into_iter().enumerate() {
+            let mut plan = plan.unwrap();
+            let mut direct = Vec::new();
+            shard_json(i, 4, &plan, false, &mut direct).unwrap();
+            let mut walked = plan.encoded.take().unwrap();
+            encode_shard(i, 4, &plan, &mut walked, true).unwrap();
+            assert!(walked == direct, "bucket {i} differs");
+            for list in plan.importers.values() {
+                assert!(list.windows(2).all(|w| w[0] < w[1]), "{list:?}");
             }
+            let expected = Summary::of(plan.files.iter().copied(), &[], &NO_RULES);
+            assert_eq!(plan.tally.take().unwrap().finish(), expected);
         }
     }
 
