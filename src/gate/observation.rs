@@ -492,6 +492,35 @@ mod tests {
         log
     }
 
+    /// The loop of a first run: every file a SKIP past the last open watch,
+    /// the log at its bound, each new watch evicting the oldest. Labelling
+    /// one copies its path and its bet's risk, and nothing else (the B-tree
+    /// adds a node now and then); the label was copied whole, and the risk
+    /// lowered into a copy to be weighed, four allocations a file.
+    #[test]
+    fn a_first_runs_skip_allocates_its_watchs_path_and_risk_only() {
+        let mut log = ObservationLog::default();
+        let path = |i: usize| format!("src/d{}/f{i:06}.js", i / 100);
+        for i in 0..OPEN_LIMIT {
+            label(&mut log, &path(i), &skip(), t0(), OPEN_LIMIT);
+        }
+        let paths: Vec<String> = (OPEN_LIMIT..OPEN_LIMIT + 100).map(path).collect();
+        let (n, ()) = crate::alloc_count::allocations(|| {
+            for p in &paths {
+                label(&mut log, p, &skip(), t0(), OPEN_LIMIT);
+            }
+        });
+        assert!(n <= 100 * 2 + 40, "{n} allocations for 100 files");
+        assert_eq!(log.open.len(), OPEN_LIMIT);
+        assert_eq!(log.open.keys().next(), Some(&path(100)));
+        let mut same = ObservationLog::default();
+        for i in 0..OPEN_LIMIT + 100 {
+            observe(&mut same, &path(i), &skip(), t0(), OPEN_LIMIT);
+        }
+        assert_eq!(same, log);
+        assert_eq!(same.open, log.open);
+    }
+
     // ---- classify: the taxonomy ----
 
     #[test]
