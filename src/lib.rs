@@ -1,5 +1,7 @@
 //! sentinel: a one-shot guard that keeps a scheduled code-maintenance agent from going in circles.
 
+#[cfg(test)]
+mod alloc_count;
 pub mod app;
 pub mod branch;
 pub mod cli;

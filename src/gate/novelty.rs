@@ -40,8 +40,8 @@ pub const PART_NAMES: [&str; 9] = [
 /// A human-readable fingerprint:
 /// `a1b2c3d4e5f60718|high|source|0.87|under_observation|0|0|ev:3f9a1c0d2b7e|deps:-`.
 pub fn fingerprint(p: &Parts) -> String {
-    use std::fmt::Write;
-    // Built by pushes, not `format!`: every file of a first run gets one.
+    // Built by pushes, not `format!` or `write!`: every file of a first run
+    // gets one, and the formatting machinery cost more than the rest.
     let mut out = String::with_capacity(
         p.content.len() + p.risk.len() + p.role.len() + p.status.len() + p.evidence.len() + 48,
     );
@@ -52,13 +52,30 @@ pub fn fingerprint(p: &Parts) -> String {
     push_confidence(&mut out, p.confidence);
     out.push('|');
     out.push_str(p.status);
-    let _ = write!(
-        out,
-        "|{}|{}|ev:{}|deps:",
-        p.rollback_streak, p.penalty, p.evidence
-    );
+    out.push('|');
+    push_u64(&mut out, u64::from(p.rollback_streak));
+    out.push('|');
+    push_u64(&mut out, u64::from(p.penalty));
+    out.push_str("|ev:");
+    out.push_str(p.evidence);
+    out.push_str("|deps:");
     push_deps(&mut out, p.deps);
     out
+}
+
+/// `n` in decimal, as `{}` writes it.
+fn push_u64(out: &mut String, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.push_str(std::str::from_utf8(&digits[at..]).expect("ASCII digits"));
 }
 
 /// The confidence with two decimals, rounded so that float jitter
@@ -70,7 +87,11 @@ fn push_confidence(out: &mut String, confidence: f64) {
     let hundredths = (confidence * 100.0).round();
     if hundredths.is_sign_positive() && hundredths <= 1e12 {
         let n = hundredths as u64;
-        let _ = write!(out, "{}.{:02}", n / 100, n % 100);
+        push_u64(out, n / 100);
+        out.push('.');
+        let cents = (n % 100) as u8;
+        out.push(char::from(b'0' + cents / 10));
+        out.push(char::from(b'0' + cents % 10));
     } else {
         let _ = write!(out, "{:.2}", hundredths / 100.0);
     }
@@ -465,6 +486,31 @@ mod tests {
         }
         assert_eq!(evict(files.iter(), 3, 2), vec!["c".to_string()]);
         assert!(evict(files.iter(), 3, 3).is_empty());
+    }
+
+    #[test]
+    fn the_fingerprint_built_by_pushes_is_the_formatted_one() {
+        let pairs = [(0, 0), (1, 9), (10, 99), (100, 1000), (123_456, 7)];
+        for (streak, penalty) in pairs.into_iter().chain([(u32::MAX, u32::MAX)]) {
+            for confidence in [0.0, 0.05, 0.5, 0.87, 1.0, 12.345] {
+                let p = Parts {
+                    rollback_streak: streak,
+                    penalty,
+                    confidence,
+                    ..parts()
+                };
+                let expected = format!(
+                    "{}|{}|{}|{:.2}|{}|{streak}|{penalty}|ev:{}|deps:-",
+                    p.content,
+                    p.risk,
+                    p.role,
+                    (confidence * 100.0).round() / 100.0,
+                    p.status,
+                    p.evidence
+                );
+                assert_eq!(fingerprint(&p), expected);
+            }
+        }
     }
 
     #[test]

@@ -21,7 +21,7 @@ fn serde_into<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) -> serde_json
 /// A JSON string; one that needs an escape is left to serde, so the escapes
 /// are serde's own.
 pub fn put_str(out: &mut Vec<u8>, s: &str) {
-    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+    if needs_no_escape(s.as_bytes()) {
         out.reserve(s.len() + 2);
         out.push(b'"');
         out.extend_from_slice(s.as_bytes());
@@ -30,6 +30,33 @@ pub fn put_str(out: &mut Vec<u8>, s: &str) {
         // Writing a string into a Vec cannot fail.
         let _ = serde_into(out, s);
     }
+}
+
+/// Whether serde writes `s` as it is between quotes: no control byte
+/// (below 0x20), no quote and no backslash. Eight bytes at a time: every string
+/// of every record of a first run passes here, and a byte at a time was
+/// the largest part of encoding them.
+fn needs_no_escape(s: &[u8]) -> bool {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
+    // Nonzero exactly when some byte of `v` is zero (a borrow may set the
+    // flag of a byte above a zero one, never one when there is none).
+    let zero_byte = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
+    let mut chunks = s.chunks_exact(8);
+    for c in &mut chunks {
+        let v = u64::from_ne_bytes(c.try_into().expect("eight bytes"));
+        // A byte below 0x20, exactly as for a zero byte (0x20 <= 0x80).
+        let control = v.wrapping_sub(ONES * 0x20) & !v & HIGH;
+        let quote = zero_byte(v ^ (ONES * u64::from(b'"')));
+        let backslash = zero_byte(v ^ (ONES * u64::from(b'\\')));
+        if control | quote | backslash != 0 {
+            return false;
+        }
+    }
+    chunks
+        .remainder()
+        .iter()
+        .all(|&b| b >= 0x20 && b != b'"' && b != b'\\')
 }
 
 /// A list of JSON strings.
@@ -44,16 +71,31 @@ pub fn put_strs<S: AsRef<str>>(out: &mut Vec<u8>, list: &[S]) {
     out.push(b']');
 }
 
+/// Pairs of decimal digits, `00` to `99`, for `put_u64`.
+const DIGIT_PAIRS: &[u8; 200] = b"\
+0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
+
 pub fn put_u64(out: &mut Vec<u8>, mut n: u64) {
+    // Two digits a step: a first run writes four 13-digit times a record.
     let mut buf = [0u8; 20];
     let mut at = buf.len();
-    loop {
+    while n >= 100 {
+        let pair = (n % 100) as usize * 2;
+        n /= 100;
+        at -= 2;
+        buf[at..at + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
+    }
+    if n >= 10 {
+        let pair = n as usize * 2;
+        at -= 2;
+        buf[at..at + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
+    } else {
         at -= 1;
-        buf[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
+        buf[at] = b'0' + n as u8;
     }
     out.extend_from_slice(&buf[at..]);
 }
@@ -65,11 +107,46 @@ fn put_i64(out: &mut Vec<u8>, n: i64) {
     put_u64(out, n.unsigned_abs());
 }
 
+/// The times of one record, which are mostly one instant (a first run's
+/// record was decided, changed, first and last seen at the tick's time):
+/// the text of the last one written is copied for the next that equals it.
+#[derive(Default)]
+struct Times {
+    last: Option<(i64, usize)>,
+    text: [u8; 20],
+}
+
+impl Times {
+    fn put(&mut self, out: &mut Vec<u8>, t: &chrono::DateTime<chrono::Utc>) {
+        let ms = t.timestamp_millis();
+        if let Some((at, len)) = self.last
+            && at == ms
+        {
+            out.extend_from_slice(&self.text[..len]);
+            return;
+        }
+        let start = out.len();
+        put_i64(out, ms);
+        let len = out.len() - start;
+        // An i64 in decimal, its sign included, is at most 20 bytes.
+        self.text[..len].copy_from_slice(&out[start..]);
+        self.last = Some((ms, len));
+    }
+}
+
 fn put_ts(out: &mut Vec<u8>, t: &chrono::DateTime<chrono::Utc>) {
     put_i64(out, t.timestamp_millis());
 }
 
-/// `,"key":` (without the comma for the first field, which is always `blob`).
+/// `,"key":` (without the comma for the first field, which is always `blob`),
+/// as one literal.
+macro_rules! key {
+    ($out:expr, $k:literal) => {
+        $out.extend_from_slice(concat!(",\"", $k, "\":").as_bytes())
+    };
+}
+
+/// `key!` for a name known only at run time.
 fn key(out: &mut Vec<u8>, k: &str) {
     out.extend_from_slice(b",\"");
     out.extend_from_slice(k.as_bytes());
@@ -79,25 +156,25 @@ fn key(out: &mut Vec<u8>, k: &str) {
 fn put_content(out: &mut Vec<u8>, c: &ContentFacts) {
     out.extend_from_slice(b"{\"hash\":");
     put_str(out, &c.hash);
-    key(out, "chars");
+    key!(out, "chars");
     put_u64(out, c.chars);
     if !c.imports.is_empty() {
-        key(out, "imports");
+        key!(out, "imports");
         put_strs(out, &c.imports);
     }
     out.push(b'}');
 }
 
-fn put_decision(out: &mut Vec<u8>, d: &Decision) {
+fn put_decision(out: &mut Vec<u8>, d: &Decision, times: &mut Times) {
     out.extend_from_slice(b"{\"outcome\":\"");
     out.extend_from_slice(d.outcome.as_str().as_bytes());
     out.push(b'"');
-    key(out, "reason");
+    key!(out, "reason");
     put_str(out, &d.reason);
-    key(out, "ts");
-    put_ts(out, &d.ts);
+    key!(out, "ts");
+    times.put(out, &d.ts);
     if let Some(by) = &d.by {
-        key(out, "by");
+        key!(out, "by");
         put_str(out, by);
     }
     out.push(b'}');
@@ -105,69 +182,70 @@ fn put_decision(out: &mut Vec<u8>, d: &Decision) {
 
 /// One record, as `serde_json::to_writer` writes it.
 pub fn put_record(out: &mut Vec<u8>, r: &FileRecord) -> serde_json::Result<()> {
+    let mut times = Times::default();
     out.extend_from_slice(b"{\"blob\":");
     put_str(out, &r.blob);
     if let Some(c) = &r.content {
-        key(out, "content");
+        key!(out, "content");
         put_content(out, c);
     }
     if let Some(fp) = &r.fingerprint {
-        key(out, "fingerprint");
+        key!(out, "fingerprint");
         put_str(out, fp);
     }
     if let Some(d) = &r.decision {
-        key(out, "decision");
-        put_decision(out, d);
+        key!(out, "decision");
+        put_decision(out, d, &mut times);
     }
     if let Some(t) = &r.changed_ts {
-        key(out, "changed_ts");
-        put_ts(out, t);
+        key!(out, "changed_ts");
+        times.put(out, t);
     }
     if let Some(review) = &r.review {
-        key(out, "review");
+        key!(out, "review");
         serde_into(out, review)?;
     }
     if r.rollback_streak != 0 {
-        key(out, "rollback_streak");
+        key!(out, "rollback_streak");
         put_u64(out, u64::from(r.rollback_streak));
     }
     if !r.deps.is_empty() {
-        key(out, "deps");
+        key!(out, "deps");
         put_strs(out, &r.deps);
     }
     if let Some(t) = &r.first_ts {
-        key(out, "first_ts");
-        put_ts(out, t);
+        key!(out, "first_ts");
+        times.put(out, t);
     }
-    key(out, "last_ts");
-    put_ts(out, &r.last_ts);
-    key(out, "evaluations");
+    key!(out, "last_ts");
+    times.put(out, &r.last_ts);
+    key!(out, "evaluations");
     put_u64(out, r.evaluations);
-    key(out, "reuses");
+    key!(out, "reuses");
     put_u64(out, r.reuses);
-    key(out, "tokens_saved");
+    key!(out, "tokens_saved");
     put_u64(out, r.tokens_saved);
     if let Some(retry) = &r.retry {
-        key(out, "retry");
+        key!(out, "retry");
         serde_into(out, retry)?;
     }
     if !r.own_output.is_empty() {
-        key(out, "own_output");
+        key!(out, "own_output");
         put_strs(out, &r.own_output);
     }
     if !r.rewrites.is_empty() {
-        key(out, "rewrites");
+        key!(out, "rewrites");
         out.push(b'[');
         for (i, t) in r.rewrites.iter().enumerate() {
             if i > 0 {
                 out.push(b',');
             }
-            put_ts(out, t);
+            times.put(out, t);
         }
         out.push(b']');
     }
     if r.stuck {
-        key(out, "stuck");
+        key!(out, "stuck");
         out.extend_from_slice(b"true");
     }
     out.push(b'}');
@@ -184,22 +262,22 @@ pub fn put_saved(out: &mut Vec<u8>, saved: Option<&Saved>) -> serde_json::Result
     };
     out.extend_from_slice(b"{\"id\":");
     put_str(out, id);
-    key(out, "n");
+    key!(out, "n");
     put_u64(out, s.n as u64);
     if let Some(t) = &s.retry {
-        key(out, "retry");
+        key!(out, "retry");
         put_ts(out, t);
     }
     if s.awaiting != 0 {
-        key(out, "awaiting");
+        key!(out, "awaiting");
         put_u64(out, s.awaiting);
     }
     if !s.decided_by.is_empty() {
-        key(out, "decided_by");
+        key!(out, "decided_by");
         serde_into(out, &s.decided_by)?;
     }
     if let Some(review) = &s.review {
-        key(out, "review");
+        key!(out, "review");
         serde_into(out, review)?;
     }
     for (k, n) in [
@@ -213,7 +291,7 @@ pub fn put_saved(out: &mut Vec<u8>, saved: Option<&Saved>) -> serde_json::Result
         }
     }
     if !s.unknown_dirs.is_empty() {
-        key(out, "unknown_dirs");
+        key!(out, "unknown_dirs");
         put_str(out, &s.unknown_dirs);
     }
     out.push(b'}');
@@ -326,6 +404,75 @@ mod tests {
                 String::from_utf8(out).unwrap(),
                 serde_json::to_string(line).unwrap()
             );
+        }
+    }
+
+    /// Every byte at every place of a word, and words of every length
+    /// around the eight bytes the check takes at a time: the string is
+    /// written as serde writes it, escaped or not.
+    #[test]
+    fn the_eight_bytes_at_a_time_escape_check_writes_what_serde_writes() {
+        for len in 0..=19 {
+            for at in 0..len {
+                for b in 0..=0x7fu8 {
+                    let mut bytes = vec![b'a'; len];
+                    bytes[at] = b;
+                    let s = std::str::from_utf8(&bytes).unwrap();
+                    let mut out = Vec::new();
+                    put_str(&mut out, s);
+                    assert_eq!(out, serde_json::to_vec(s).unwrap(), "{s:?}");
+                }
+            }
+        }
+        for s in [
+            "é✓𝄞\u{80}\u{ff}",
+            "\u{2028}\u{7f}\u{7f}\u{7f}\u{7f}\u{7f}\u{7f}\u{7f}\u{1f}",
+        ] {
+            let mut out = Vec::new();
+            put_str(&mut out, s);
+            assert_eq!(out, serde_json::to_vec(s).unwrap(), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn numbers_written_two_digits_at_a_time_are_serdes() {
+        let mut n = 1u64;
+        let mut cases = vec![0, u64::MAX, u64::MAX - 1, 1_782_864_000_000];
+        while let Some(m) = n.checked_mul(10) {
+            cases.extend([n - 1, n, n + 1, m - 1]);
+            n = m;
+        }
+        for n in cases {
+            let mut out = Vec::new();
+            put_u64(&mut out, n);
+            assert_eq!(String::from_utf8(out).unwrap(), n.to_string());
+            let i = n as i64;
+            let mut out = Vec::new();
+            put_i64(&mut out, i);
+            assert_eq!(String::from_utf8(out).unwrap(), i.to_string());
+        }
+        let mut out = Vec::new();
+        put_i64(&mut out, i64::MIN);
+        assert_eq!(String::from_utf8(out).unwrap(), i64::MIN.to_string());
+    }
+
+    /// A record's times copied from the one written before when equal:
+    /// equal, different, in turn, and the extremes.
+    #[test]
+    fn a_record_whose_times_repeat_is_written_as_serde_writes_it() {
+        let mut r = full("plain", Outcome::LocalSkip);
+        for (a, b) in [
+            (1_782_864_000_000, 1_782_864_000_000),
+            (1_782_864_000_000, 1_782_864_000_001),
+            (-1, 1),
+            (i64::from(i32::MIN) * 1000, 0),
+        ] {
+            r.decision.as_mut().unwrap().ts = ts(a);
+            r.changed_ts = Some(ts(a));
+            r.first_ts = Some(ts(b));
+            r.last_ts = ts(a);
+            r.rewrites = vec![ts(a), ts(a), ts(b), ts(a)];
+            assert_eq!(direct(&r), serde_json::to_string(&r).unwrap());
         }
     }
 

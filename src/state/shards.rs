@@ -547,7 +547,7 @@ fn encode_shards(path: &Path, state: &State, batch: &mut safe_fs::Batch) -> Resu
         bail!("{e} (the state was not saved; the previous state was kept)");
     }
     let dir = dir_of(path);
-    prepare_dir(&dir)?;
+    let created = prepare_dir(&dir)?;
     let reshard = files.loader.is_none()
         || files.index_stale
         || files.len() > 2 * TARGET_PER_SHARD * files.buckets();
@@ -599,7 +599,14 @@ fn encode_shards(path: &Path, state: &State, batch: &mut safe_fs::Batch) -> Resu
         let id = hex(&Sha256::digest(&bytes));
         let unchanged = !reshard && files.slots[i].saved.as_ref().map(|s| &s.id) == Some(&id);
         let summary = summarise(files, (i, buckets), plan, unchanged, path)?;
-        if !unchanged && let Some(at) = to_write(&dir, &id, &bytes, path)? {
+        // A directory this save created holds nothing to look up (a first
+        // run's 512 stats); a link planted since is refused at the rename.
+        let at = match (unchanged, created) {
+            (true, _) => None,
+            (false, true) => Some(dir.join(format!("{id}.json"))),
+            (false, false) => to_write(&dir, &id, &bytes, path)?,
+        };
+        if let Some(at) = at {
             written.shards += 1;
             written.shard_bytes += bytes.len() as u64;
             batch
@@ -722,18 +729,19 @@ fn save_error(path: &Path, dir: &Path, e: std::io::Error) -> anyhow::Error {
 }
 
 /// The shard directory, created if missing; a link in its place is refused.
-fn prepare_dir(dir: &Path) -> Result<()> {
+/// Whether it was created: a new directory holds no shard yet.
+fn prepare_dir(dir: &Path) -> Result<bool> {
     match fs::symlink_metadata(dir) {
         Ok(m) if m.file_type().is_symlink() => bail!(
             "`{}` is a symbolic link, and sentinel never writes through one; move it away (the previous state was kept)",
             dir.display()
         ),
-        Ok(m) if m.is_dir() => Ok(()),
+        Ok(m) if m.is_dir() => Ok(false),
         Ok(_) => bail!(
             "`{}` is not a directory; move it away so sentinel can keep the state's shards there (the previous state was kept)",
             dir.display()
         ),
-        Err(e) if e.kind() == ErrorKind::NotFound => fs::create_dir(dir).with_context(|| {
+        Err(e) if e.kind() == ErrorKind::NotFound => fs::create_dir(dir).map(|()| true).with_context(|| {
             format!(
                 "cannot create the shard directory `{}`; check that the state directory is writable (the previous state was kept)",
                 dir.display()

@@ -38,9 +38,8 @@ pub(super) struct Subject {
 }
 
 /// What judging needs of a file's content facts once the record keeps them
-/// (its imports stay with the record).
+/// (its hash and imports stay with the record).
 pub(super) struct Seen {
-    pub hash: String,
     pub chars: u64,
 }
 
@@ -225,10 +224,7 @@ impl Work<'_> {
         let deps_known = resolved.unresolved.is_empty();
         let advisor = self.cfg.advisor.as_ref().map(|a| a.id.as_str());
         let novelty = novelty::evaluate(Some(record), &fingerprint, deps_known, advisor);
-        let seen = Seen {
-            hash: facts.hash.clone(),
-            chars: facts.chars,
-        };
+        let seen = Seen { chars: facts.chars };
         if let Some(r) = state.files.get_mut(path) {
             r.content = Some(facts);
         }
@@ -280,7 +276,10 @@ impl Work<'_> {
     fn own_or_stuck(&self, state: &mut State, s: &Subject, local: Outcome) -> Option<Judgement> {
         let now = self.cfg.now;
         let record = state.files.get_mut(&s.path)?;
-        if rewrites::is_own_output(record, &s.facts.hash) {
+        // The record holds the facts of the bytes judged (`subject`).
+        let own =
+            (record.content.as_ref()).is_some_and(|c| rewrites::is_own_output(record, &c.hash));
+        if own {
             let reason = "own output: the watched branch holds exactly what the agent wrote".into();
             return Some((Outcome::LocalSkip, reason, None));
         }
@@ -370,10 +369,15 @@ impl Work<'_> {
         ) {
             self.observe(state, s, &reason);
         }
-        let mut report = FileReport::new(&s.path, outcome, reason, s.novelty)
-            .with_fingerprint(Some(std::mem::take(&mut s.fingerprint)));
-        report.findings = findings;
-        report
+        // The subject ends here: its path and fingerprint move into the report.
+        FileReport {
+            path: std::mem::take(&mut s.path),
+            outcome,
+            reason,
+            novelty: Some(s.novelty),
+            fingerprint: Some(std::mem::take(&mut s.fingerprint)),
+            findings,
+        }
     }
 
     /// Remember how a file whose judgement did not happen waits, and give
@@ -523,7 +527,7 @@ impl Work<'_> {
     /// Label a SKIP (observation mode). It never changes the decision.
     fn observe(&self, state: &mut State, s: &Subject, reason: &str) {
         let streak = s.streak;
-        observation::observe(
+        observation::label(
             &mut state.observations,
             &s.path,
             &ObserveInput {
