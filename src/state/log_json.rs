@@ -14,6 +14,11 @@
 //! order, no white space, no escape in a string. Anything else gives
 //! `None` and is read by serde (`parse_log`), which alone decides what is
 //! refused; what the reader returns for a text is what serde returns.
+//!
+//! A wake changes one or two of the 500 watches, and the others are mostly
+//! copies of a few (a tick opens its watches with the same times and bet):
+//! both sides remember the last few watches and their text, and copy a
+//! watch, or its text, instead of reading or writing it again.
 
 use std::ops::Range;
 
