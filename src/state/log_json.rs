@@ -14,6 +14,13 @@
 //! order, no white space, no escape in a string. Anything else gives
 //! `None` and is read by serde (`parse_log`), which alone decides what is
 //! refused; what the reader returns for a text is what serde returns.
+//!
+//! A wake changes one or two of the 500 watches, and the others are mostly
+//! copies of a few (a tick opens its watches with the same times and bet):
+//! both sides remember the last few watches and their text, and copy a
+//! watch, or its text, instead of reading or writing it again.
+
+use std::ops::Range;
 
 use chrono::{DateTime, Datelike, Timelike, Utc};
 
@@ -27,6 +34,7 @@ use super::rfc3339;
 /// The log as `serde_json::to_writer` writes it, appended to `out`.
 pub fn put_log(out: &mut Vec<u8>, log: &ObservationLog) -> serde_json::Result<()> {
     let mut times = Times::default();
+    let mut written = Written::default();
     out.extend_from_slice(b"{\"open\":{");
     for (i, (path, w)) in log.open.iter().enumerate() {
         if i > 0 {
@@ -34,7 +42,14 @@ pub fn put_log(out: &mut Vec<u8>, log: &ObservationLog) -> serde_json::Result<()
         }
         put_str(out, path);
         out.push(b':');
-        put_watch(out, w, &mut times)?;
+        match written.text_of(w) {
+            Some(text) => out.extend_from_within(text),
+            None => {
+                let at = out.len();
+                put_watch(out, w, &mut times)?;
+                written.keep(w, at..out.len());
+            }
+        }
     }
     out.extend_from_slice(b"},\"resolved\":[");
     for (i, r) in log.resolved.iter().enumerate() {
@@ -47,6 +62,77 @@ pub fn put_log(out: &mut Vec<u8>, log: &ObservationLog) -> serde_json::Result<()
     put_totals(out, &log.totals);
     out.push(b'}');
     Ok(())
+}
+
+/// The watches last written and where their text is in the output: the
+/// open watches of a log are mostly copies of a few (those a tick opened
+/// share their times and bet), and a watch costs a dozen writes where a
+/// comparison and a copy do.
+struct Written<'a> {
+    last: [Option<(&'a Watch, Range<usize>)>; WATCH_MEMO],
+    next: usize,
+}
+
+impl Default for Written<'_> {
+    fn default() -> Self {
+        Written {
+            last: [const { None }; WATCH_MEMO],
+            next: 0,
+        }
+    }
+}
+
+/// Watches remembered by the writer and by the reader.
+const WATCH_MEMO: usize = 4;
+
+impl<'a> Written<'a> {
+    /// Where the text of a watch written as `w` would be is already.
+    fn text_of(&self, w: &Watch) -> Option<Range<usize>> {
+        let (_, text) = self.last.iter().flatten().find(|(v, _)| same_text(v, w))?;
+        Some(text.clone())
+    }
+
+    fn keep(&mut self, w: &'a Watch, text: Range<usize>) {
+        self.last[self.next] = Some((w, text));
+        self.next = (self.next + 1) % WATCH_MEMO;
+    }
+}
+
+/// Whether `put_watch` writes the same text for `a` and `b`: their fields
+/// equal, the float by its bits (`0.0 == -0.0`, written apart; a NaN is
+/// never equal to itself, written the same). Every field is named, so that
+/// one added to `Watch` fails to build this until it is compared.
+fn same_text(a: &Watch, b: &Watch) -> bool {
+    let Watch {
+        category,
+        prediction,
+        first_ts,
+        last_ts,
+        reevaluate_at,
+        rollback_baseline,
+        observations,
+    } = a;
+    let same_bet = match (prediction, &b.prediction) {
+        (None, None) => true,
+        (Some(p), Some(q)) => {
+            let Prediction {
+                stable,
+                risk,
+                problem_probability,
+            } = p;
+            *stable == q.stable
+                && problem_probability.to_bits() == q.problem_probability.to_bits()
+                && *risk == q.risk
+        }
+        _ => false,
+    };
+    *category == b.category
+        && *first_ts == b.first_ts
+        && *last_ts == b.last_ts
+        && *reevaluate_at == b.reevaluate_at
+        && *rollback_baseline == b.rollback_baseline
+        && *observations == b.observations
+        && same_bet
 }
 
 fn put_bool(out: &mut Vec<u8>, b: bool) {
@@ -195,20 +281,33 @@ pub fn parse_log(bytes: &[u8]) -> serde_json::Result<ObservationLog> {
 
 /// The log, when `bytes` are exactly the text `put_log` writes for one.
 pub fn read_log(bytes: &[u8]) -> Option<ObservationLog> {
+    let (log, len) = read_log_prefix(bytes)?;
+    (len == bytes.len()).then_some(log)
+}
+
+/// The least bytes a watch's text and its path's take (an empty path, no
+/// bet, numbers of one digit), to reserve room for the watches up front.
+const LEAST_WATCH: usize = 160;
+
+/// The log whose text, exactly as `put_log` writes it, starts `bytes`,
+/// and that text's length. The reader looks at no byte past it, so the
+/// log's line of a manifest is read without looking for its end first.
+pub fn read_log_prefix(bytes: &[u8]) -> Option<(ObservationLog, usize)> {
     let mut c = Cursor::new(bytes);
     let mut log = ObservationLog::default();
     c.lit(b"{\"open\":{")?;
     if !c.eat(b'}') {
         // In the writer's order, keys strictly ascending (two equal keys
         // are left to serde), to be built in bulk rather than one by one.
-        let mut open: Vec<(String, Watch)> = Vec::new();
+        let mut open: Vec<(String, Watch)> = Vec::with_capacity(bytes.len() / LEAST_WATCH);
+        let mut read = Read::default();
         loop {
             let path = c.str()?;
             if open.last().is_some_and(|(last, _)| last.as_str() >= path) {
                 return None;
             }
             c.lit(b":")?;
-            open.push((path.to_string(), c.watch()?));
+            open.push((path.to_string(), c.watch_memo(&mut read)?));
             if c.eat(b'}') {
                 break;
             }
@@ -243,10 +342,49 @@ pub fn read_log(bytes: &[u8]) -> Option<ObservationLog> {
     c.lit(b",\"resolved_wrong\":")?;
     log.totals.resolved_wrong = c.u64()?;
     c.lit(b"}}")?;
-    (c.at == bytes.len()).then_some(log)
+    Some((log, c.at))
+}
+
+/// The texts of the watches last read, and what each was read as.
+struct Read<'a> {
+    last: [Option<(&'a [u8], Watch)>; WATCH_MEMO],
+    next: usize,
+}
+
+impl Default for Read<'_> {
+    fn default() -> Self {
+        Read {
+            last: [const { None }; WATCH_MEMO],
+            next: 0,
+        }
+    }
 }
 
 impl<'a> Cursor<'a> {
+    /// `watch`, or a copy of a watch among the last few read when the
+    /// bytes at the cursor start with its text: the reader decides on the
+    /// bytes it has read alone (a number ends at the `}` or `,` that is
+    /// part of the text), so the same bytes read the same watch, and they
+    /// are compared, not read again.
+    fn watch_memo(&mut self, read: &mut Read<'a>) -> Option<Watch> {
+        let b: &'a [u8] = self.b;
+        let rest = b.get(self.at..)?;
+        if let Some((text, w)) = read
+            .last
+            .iter()
+            .flatten()
+            .find(|(t, _)| rest.starts_with(t))
+        {
+            self.at += text.len();
+            return Some(w.clone());
+        }
+        let start = self.at;
+        let w = self.watch()?;
+        read.last[read.next] = Some((&b[start..self.at], w.clone()));
+        read.next = (read.next + 1) % WATCH_MEMO;
+        Some(w)
+    }
+
     fn bool(&mut self) -> Option<bool> {
         if self.lit(b"true").is_some() {
             return Some(true);
@@ -545,6 +683,80 @@ mod tests {
                 assert_eq!(Some(read), serde, "text {i} read otherwise");
             }
             assert_eq!(parse_log(text.as_bytes()).ok(), serde, "text {i}");
+        }
+    }
+
+    /// Runs of equal watches and neighbours that differ in one field the
+    /// memos could take for equal: a float's sign, a NaN, a number whose
+    /// text starts another's, a bet's risk, no bet.
+    fn repeating_log() -> ObservationLog {
+        let t = times();
+        let base = Watch {
+            category: Category::Observe,
+            prediction: Some(Prediction {
+                stable: true,
+                risk: "low".into(),
+                problem_probability: 0.0,
+            }),
+            first_ts: t[0],
+            last_ts: t[0],
+            reevaluate_at: t[3],
+            rollback_baseline: 1,
+            observations: 1,
+        };
+        type Variant<'a> = Box<dyn Fn(&mut Watch) + 'a>;
+        let variants: Vec<Variant> = vec![
+            Box::new(|_| {}),
+            Box::new(|w| w.prediction.as_mut().unwrap().problem_probability = -0.0),
+            Box::new(|w| w.prediction.as_mut().unwrap().problem_probability = f64::NAN),
+            Box::new(|w| w.prediction.as_mut().unwrap().problem_probability = 0.05),
+            Box::new(|w| w.observations = 12),
+            Box::new(|w| w.rollback_baseline = 10),
+            Box::new(|w| w.prediction.as_mut().unwrap().risk = "lowest".into()),
+            Box::new(|w| w.prediction.as_mut().unwrap().stable = false),
+            Box::new(|w| w.prediction = None),
+            Box::new(|w| w.category = Category::NoValue),
+            Box::new(|w| w.last_ts = t[4]),
+        ];
+        let mut log = ObservationLog::default();
+        for i in 0..600 {
+            let mut w = base.clone();
+            // Runs of one, two and three, in an order that goes round the
+            // memos' four places.
+            variants[(i / (1 + i % 3)) % variants.len()](&mut w);
+            log.open.insert(format!("src/{i:04}"), w);
+        }
+        log
+    }
+
+    #[test]
+    fn a_log_of_repeated_watches_is_written_and_read_as_serde_does() {
+        let log = repeating_log();
+        let text = direct(&log);
+        assert_eq!(text, serde_json::to_string(&log).unwrap());
+        // NaN is written `null`, which serde reads as no number at all.
+        let finite = text.replace(":null}", ":0.5}");
+        let serde: ObservationLog = serde_json::from_str(&finite).unwrap();
+        let read = read_log(finite.as_bytes()).expect("the text the writer writes");
+        assert_eq!(read, serde);
+        assert_eq!(direct(&read), finite);
+    }
+
+    /// What the log's text is followed by is never read: the manifest's
+    /// reader reads the log where its line goes on with the next part.
+    #[test]
+    fn the_log_read_from_the_start_of_a_longer_text_ends_where_its_text_does() {
+        for log in [log(9), repeating_log(), ObservationLog::default()] {
+            let text = direct(&log).replace(":null}", ":0.5}");
+            let text = text.replace(|c: char| c.is_control() || c == '\\', "_");
+            let Some(whole) = read_log(text.as_bytes()) else {
+                continue;
+            };
+            for tail in ["", ",\n\"layout\":{}", "1", "}", ".5"] {
+                let longer = format!("{text}{tail}");
+                let (read, len) = read_log_prefix(longer.as_bytes()).expect("a prefix");
+                assert_eq!((&read, len), (&whole, text.len()), "{tail:?}");
+            }
         }
     }
 

@@ -17,6 +17,7 @@ use serde::Deserialize;
 use serde::de::{DeserializeOwned, IgnoredAny};
 
 use super::files::Saved;
+use super::records::observation::ObservationLog;
 use super::schema::State;
 use super::shards::Layout;
 
@@ -92,8 +93,7 @@ pub fn read(bytes: &[u8]) -> Option<Parts> {
     let mut rest = body;
     state.backlog = part(&mut rest, b"\"backlog\":")?;
     state.llm = part(&mut rest, b"\"llm\":")?;
-    let log = line(&mut rest, b"\"observations\":")?;
-    state.observations = super::log_json::parse_log(log).ok()?;
+    state.observations = log_line(&mut rest)?;
     let layout: Layout = part(&mut rest, b"\"layout\":")?;
     // `"shards":[` and a line per shard, then `]}`: the array, whose line
     // breaks are white space.
@@ -157,6 +157,22 @@ fn newline(bytes: &[u8]) -> Option<usize> {
         at += 8;
     }
     bytes[at..].iter().position(|&b| b == b'\n').map(|i| at + i)
+}
+
+/// The observation log's line, `rest` moved past it. Read directly, the
+/// log's text ends where its reader stops, and holds no line break (its
+/// strings hold no control byte), so a comma and a line break there end
+/// the line: the line break is not looked for over the 130 KB before it.
+fn log_line(rest: &mut &[u8]) -> Option<ObservationLog> {
+    const KEY: &[u8] = b"\"observations\":";
+    let text = rest.strip_prefix(KEY)?;
+    if let Some((log, len)) = super::log_json::read_log_prefix(text)
+        && let Some(after) = text[len..].strip_prefix(b",\n")
+    {
+        *rest = after;
+        return Some(log);
+    }
+    super::log_json::parse_log(line(rest, KEY)?).ok()
 }
 
 /// The line at the start of `rest` that is `key`, a value and a comma: the
