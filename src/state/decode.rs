@@ -177,7 +177,15 @@ impl<'a> Cursor<'a> {
 
     /// A timestamp the writer wrote: non-negative milliseconds.
     fn ts(&mut self) -> Option<DateTime<Utc>> {
-        DateTime::from_timestamp_millis(i64::try_from(self.u64()?).ok()?)
+        let ms = i64::try_from(self.u64()?).ok()?;
+        if let Some((last, t)) = self.last_ms
+            && last == ms
+        {
+            return Some(t);
+        }
+        let t = DateTime::from_timestamp_millis(ms)?;
+        self.last_ms = Some((ms, t));
+        Some(t)
     }
 
     fn ts_list(&mut self) -> Option<Vec<DateTime<Utc>>> {
@@ -281,11 +289,9 @@ impl<'a> Cursor<'a> {
         let mut next = 0usize;
         while self.lit(b",\"").is_some() {
             let key = self.str_rest()?;
-            let at = FIELDS.iter().position(|f| *f == key)?;
-            if at < next {
-                return None;
-            }
-            next = at + 1;
+            // Looked for only after the last field: one before it is out
+            // of order, and ends the fast path as an unknown one does.
+            next += FIELDS.get(next..)?.iter().position(|f| *f == key)? + 1;
             match key {
                 "content" => r.content = Some(self.content()?),
                 "fingerprint" => r.fingerprint = Some(self.string()?),
@@ -475,6 +481,18 @@ mod tests {
                 t.insert_str(first_blob + 1, "\"evaluations\":1,");
                 t
             }),
+            (
+                "an earlier field after a later one",
+                text.replacen(
+                    ",\"tokens_saved\":",
+                    ",\"rollback_streak\":1,\"tokens_saved\":",
+                    1,
+                ),
+            ),
+            (
+                "a field twice",
+                text.replacen(",\"reuses\":", ",\"reuses\":1,\"reuses\":", 1),
+            ),
             ("a space", text.replacen("\"of\":", "\"of\": ", 1)),
             (
                 "a negative time",
