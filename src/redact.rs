@@ -137,18 +137,23 @@ const ANCHORS: [u8; 3] = [b'-', b'z', b'Z'];
 /// wake), and lowering it, even a chunk at a time, cost more than the rest
 /// of the search.
 fn names_a_header(text: &str) -> bool {
-    // Each header once, by its first anchor: every occurrence of it holds
-    // that byte, and the search stops on each one in the text.
+    // Each header once, by its first anchor and the byte after it: every
+    // occurrence of it holds the two, and most anchors in a state (the
+    // dashes and `Z` of its times, the `deps:-` of its fingerprints) are
+    // told apart by the second byte alone.
     let by_anchor = HEADERS.map(|h| {
-        let k = h.bytes().position(|c| ANCHORS.contains(&c)).unwrap_or(0);
-        (h.as_bytes()[k], k, h.as_bytes())
+        let h = h.as_bytes();
+        let k = h.iter().position(|c| ANCHORS.contains(c)).unwrap_or(0);
+        (h[k], h.get(k + 1).copied(), k, h)
     });
     let b = text.as_bytes();
     let [a0, a1, a2] = ANCHORS;
     memchr::memchr3_iter(a0, a1, a2, b).any(|at| {
         let anchor = b[at].to_ascii_lowercase();
-        by_anchor.iter().any(|&(a, k, h)| {
+        let next = b.get(at + 1).map(u8::to_ascii_lowercase);
+        by_anchor.iter().any(|&(a, after, k, h)| {
             a == anchor
+                && after == next
                 && at >= k
                 && b.get(at - k..at - k + h.len())
                     .is_some_and(|s| s.eq_ignore_ascii_case(h))
@@ -519,6 +524,7 @@ mod tests {
     fn every_header_holds_an_anchor_the_search_jumps_to() {
         for h in HEADERS {
             assert!(h.bytes().any(|c| ANCHORS.contains(&c)), "{h}");
+            assert!(!ANCHORS.contains(&h.as_bytes()[h.len() - 1]), "{h}");
             assert_eq!(h, h.to_ascii_lowercase());
         }
     }
