@@ -126,36 +126,39 @@ const HEADERS: [&str; 4] = ["authorization", "private-token", "job-token", "x-ap
 
 static REGISTERED: OnceLock<Secrets> = OnceLock::new();
 
-/// The bytes lowered at a time by `names_a_header`.
-const CHUNK: usize = 8192;
+/// The bytes `names_a_header` looks for first: every header holds one, and
+/// they are rare in a state (its times are numbers), so the search jumps
+/// from one to the next instead of reading every byte.
+const ANCHORS: [u8; 3] = [b'-', b'z', b'Z'];
 
-/// Whether `text` names a credential header in any case. Lowered a chunk
-/// at a time into one small buffer, each chunk starting a header's length
-/// before the last one ended: a save checks its whole state this way (a
-/// 200 KB manifest on every wake), and a lowered copy of all of it cost
-/// more than the search.
+/// Whether `text` names a credential header in any ASCII case. Found by
+/// its anchor bytes and compared in place, case folded: a save checks its
+/// whole state this way (a 200 KB manifest and a 100 KB shard on every
+/// wake), and lowering it, even a chunk at a time, cost more than the rest
+/// of the search.
 fn names_a_header(text: &str) -> bool {
-    let longest = HEADERS.iter().map(|h| h.len()).max().unwrap_or(0);
-    let mut lower = String::with_capacity(CHUNK + longest + 4);
-    let mut start = 0;
-    while start < text.len() {
-        let mut end = (start + CHUNK).min(text.len());
-        while !text.is_char_boundary(end) {
-            end += 1;
-        }
-        let mut from = start.saturating_sub(longest - 1);
-        while !text.is_char_boundary(from) {
-            from -= 1;
-        }
-        lower.clear();
-        lower.push_str(&text[from..end]);
-        lower.make_ascii_lowercase();
-        if HEADERS.iter().any(|h| lower.contains(h)) {
-            return true;
-        }
-        start = end;
-    }
-    false
+    // Each header once, by its first anchor and the byte after it: every
+    // occurrence of it holds the two, and most anchors in a state (the
+    // dashes and `Z` of its times, the `deps:-` of its fingerprints) are
+    // told apart by the second byte alone.
+    let by_anchor = HEADERS.map(|h| {
+        let h = h.as_bytes();
+        let k = h.iter().position(|c| ANCHORS.contains(c)).unwrap_or(0);
+        (h[k], h.get(k + 1).copied(), k, h)
+    });
+    let b = text.as_bytes();
+    let [a0, a1, a2] = ANCHORS;
+    memchr::memchr3_iter(a0, a1, a2, b).any(|at| {
+        let anchor = b[at].to_ascii_lowercase();
+        let next = b.get(at + 1).map(u8::to_ascii_lowercase);
+        by_anchor.iter().any(|&(a, after, k, h)| {
+            a == anchor
+                && after == next
+                && at >= k
+                && b.get(at - k..at - k + h.len())
+                    .is_some_and(|s| s.eq_ignore_ascii_case(h))
+        })
+    })
 }
 
 /// The set of secret values and the spellings they may come back in.
@@ -491,17 +494,19 @@ mod tests {
 
     #[test]
     fn a_header_name_is_seen_wherever_it_lies_in_a_long_state_in_any_case() {
-        // Around every chunk boundary, in any case, after multi-byte text
-        // that moves the boundaries off the ASCII grid.
+        // At every offset over a few thousand bytes, in any case, after
+        // multi-byte text that moves it off the ASCII grid, and at the very
+        // start and end.
         let filler = "é{\"path\":\"src/d1/f.js\"},".repeat(700);
         for name in ["Authorization", "PRIVATE-TOKEN", "job-token", "X-Api-Key"] {
-            for at in (CHUNK - 20..CHUNK + 20).chain(2 * CHUNK - 3..2 * CHUNK + 3) {
+            for at in (0..40).chain(8170..8210).chain(16381..16390) {
                 // `at` bytes of two-byte letters (and one `x` if odd).
                 let mut text = "é".repeat(at / 2);
                 if at % 2 == 1 {
                     text.push('x');
                 }
                 text.push_str(name);
+                assert!(names_a_header(&text), "{name} at the end after {at}");
                 text.push_str(&filler[..4000]);
                 assert!(names_a_header(&text), "{name} at {at}");
                 assert!(!secrets().nothing_in(&text), "{name} at {at}");
@@ -511,6 +516,67 @@ mod tests {
         assert!(!names_a_header(&clean));
         assert!(secrets().nothing_in(&clean));
         assert!(!names_a_header(""));
+    }
+
+    /// Every header holds an anchor byte: the search finds a header only
+    /// through one.
+    #[test]
+    fn every_header_holds_an_anchor_the_search_jumps_to() {
+        for h in HEADERS {
+            assert!(h.bytes().any(|c| ANCHORS.contains(&c)), "{h}");
+            assert!(!ANCHORS.contains(&h.as_bytes()[h.len() - 1]), "{h}");
+            assert_eq!(h, h.to_ascii_lowercase());
+        }
+    }
+
+    /// Found in place, case folded, a header is found exactly where a
+    /// search of the lowered text finds one, near misses and anchors cut
+    /// off at either end included.
+    #[test]
+    fn the_anchored_search_agrees_with_a_search_of_the_lowered_text() {
+        let lowered = |t: &str| {
+            let l = t.to_ascii_lowercase();
+            HEADERS.iter().any(|h| l.contains(h))
+        };
+        let parts = [
+            "Authorizatio",
+            "uthorization",
+            "AUTHORIZATION",
+            "private-tok",
+            "rivate-token",
+            "Private-Token",
+            "job-tok",
+            "ob-token",
+            "JOB-TOKEN",
+            "x-api-ke",
+            "-api-key",
+            "X-API-KEY",
+            "z",
+            "Z",
+            "-",
+            "--",
+            "é",
+            "✓",
+            "\"ts\":1782864000000,",
+            "x-api",
+            "-key",
+            "job",
+            "-token",
+        ];
+        let mut seed = 7u64;
+        for _ in 0..20_000 {
+            let mut text = String::new();
+            for _ in 0..(seed % 6) {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                text.push_str(parts[(seed >> 33) as usize % parts.len()]);
+            }
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            assert_eq!(names_a_header(&text), lowered(&text), "{text:?}");
+        }
     }
 
     #[test]

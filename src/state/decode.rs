@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, Timelike, Utc};
+use chrono::{DateTime, Utc};
 
 use super::files::{Saved, Summary};
 use super::json_read::Cursor;
@@ -138,18 +138,12 @@ impl<'a> Cursor<'a> {
 
     /// A time as `rfc3339::text` writes it for a whole second of a year of
     /// four digits, `YYYY-MM-DDTHH:MM:SSZ`; any other text serde reads.
+    /// `parse_plain` reads exactly that shape, digits and all, into a whole
+    /// second, and refuses a leap second that chrono would read with a
+    /// fraction: what it refuses, this refused after chrono read it.
     fn plain_time(&mut self) -> Option<DateTime<Utc>> {
         let text = self.str()?;
-        let shape = text.len() == 20
-            && text.bytes().enumerate().all(|(i, b)| match i {
-                4 | 7 => b == b'-',
-                10 => b == b'T',
-                13 | 16 => b == b':',
-                19 => b == b'Z',
-                _ => b.is_ascii_digit(),
-            });
-        let t = self.time_of(text, |s| super::rfc3339::parse(s).ok())?;
-        (shape && t.nanosecond() == 0).then_some(t)
+        self.time_of(text, |s| super::rfc3339::parse_plain(s.as_bytes()))
     }
 
     fn string(&mut self) -> Option<String> {
@@ -177,7 +171,15 @@ impl<'a> Cursor<'a> {
 
     /// A timestamp the writer wrote: non-negative milliseconds.
     fn ts(&mut self) -> Option<DateTime<Utc>> {
-        DateTime::from_timestamp_millis(i64::try_from(self.u64()?).ok()?)
+        let ms = i64::try_from(self.u64()?).ok()?;
+        if let Some((last, t)) = self.last_ms
+            && last == ms
+        {
+            return Some(t);
+        }
+        let t = DateTime::from_timestamp_millis(ms)?;
+        self.last_ms = Some((ms, t));
+        Some(t)
     }
 
     fn ts_list(&mut self) -> Option<Vec<DateTime<Utc>>> {
@@ -281,11 +283,9 @@ impl<'a> Cursor<'a> {
         let mut next = 0usize;
         while self.lit(b",\"").is_some() {
             let key = self.str_rest()?;
-            let at = FIELDS.iter().position(|f| *f == key)?;
-            if at < next {
-                return None;
-            }
-            next = at + 1;
+            // Looked for only after the last field: one before it is out
+            // of order, and ends the fast path as an unknown one does.
+            next += FIELDS.get(next..)?.iter().position(|f| *f == key)? + 1;
             match key {
                 "content" => r.content = Some(self.content()?),
                 "fingerprint" => r.fingerprint = Some(self.string()?),
@@ -475,6 +475,18 @@ mod tests {
                 t.insert_str(first_blob + 1, "\"evaluations\":1,");
                 t
             }),
+            (
+                "an earlier field after a later one",
+                text.replacen(
+                    ",\"tokens_saved\":",
+                    ",\"rollback_streak\":1,\"tokens_saved\":",
+                    1,
+                ),
+            ),
+            (
+                "a field twice",
+                text.replacen(",\"reuses\":", ",\"reuses\":1,\"reuses\":", 1),
+            ),
             ("a space", text.replacen("\"of\":", "\"of\": ", 1)),
             (
                 "a negative time",
@@ -578,6 +590,8 @@ mod tests {
             line.replace("\"model a\":3,\"model b\":0", "\"model b\":0,\"model a\":3"),
             line.replace("2026-07-11T00:00:00Z", "2026-07-11T00:00:00+00:00"),
             line.replace("2026-07-11T00:00:00Z", "2026-07-11t00:00:00z"),
+            line.replace("2026-07-11T00:00:00Z", "2026-07-11T00:00:00.5Z"),
+            line.replace("2026-07-11T00:00:00Z", "2026-06-30T23:59:60Z"),
             line.replace("src/d1/f10.txt", "src\\/d1/f10.txt"),
             line.replace("\"unknown_dirs\":\"00ff\"", "\"unknown_dirs\":\"\""),
             line.replace("{\"id\"", "{ \"id\""),

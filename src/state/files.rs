@@ -275,22 +275,28 @@ pub struct Figures {
 }
 
 impl Figures {
-    fn add(&mut self, s: Summary) {
-        for (by, n) in s.decided_by {
-            *self.decided_by.entry(by).or_default() += n;
+    /// Add one bucket's summary, copying only what the sum keeps of it.
+    fn add(&mut self, s: &Summary) {
+        for (by, n) in &s.decided_by {
+            match self.decided_by.get_mut(by) {
+                Some(total) => *total += n,
+                None => {
+                    self.decided_by.insert(by.clone(), *n);
+                }
+            }
         }
         self.awaiting += s.awaiting;
         self.retry = match (self.retry, s.retry) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        if let Some(r) = s.review {
+        if let Some(r) = &s.review {
             let better = self
                 .review
                 .as_ref()
                 .is_none_or(|n| (r.at, &r.path) < (n.at, &n.path));
             if better {
-                self.review = Some(r);
+                self.review = Some(r.clone());
             }
         }
     }
@@ -617,17 +623,28 @@ impl Files {
     /// The summary of bucket `i`: computed from its records when loaded
     /// (and the rules are known), as saved otherwise.
     pub fn summary(&self, i: usize) -> Option<Summary> {
+        let mut out = None;
+        self.with_summary(i, |s| out = Some(s.clone()));
+        out
+    }
+
+    /// `f` of bucket `i`'s summary, lent rather than cloned: the header's
+    /// figures visit all 512 on every wake.
+    fn with_summary(&self, i: usize, f: impl FnOnce(&Summary)) {
         match (self.slots[i].cell.get(), &self.rules) {
             (Some(b), Some(s)) => {
                 let mut cache = s.cache.borrow_mut();
                 if cache.len() != self.slots.len() {
                     *cache = vec![None; self.slots.len()];
                 }
-                let summary = cache[i]
-                    .get_or_insert_with(|| Summary::of(b.files.iter(), &self.locks, &s.rules));
-                Some(summary.clone())
+                f(cache[i]
+                    .get_or_insert_with(|| Summary::of(b.files.iter(), &self.locks, &s.rules)));
             }
-            _ => self.slots[i].saved.as_ref().map(|s| s.summary.clone()),
+            _ => {
+                if let Some(saved) = &self.slots[i].saved {
+                    f(&saved.summary);
+                }
+            }
         }
     }
 
@@ -644,9 +661,9 @@ impl Files {
                 for (path, r) in &self.bucket(0).files {
                     t.add_figures(path, r);
                 }
-                f.add(t.s);
+                f.add(&t.s);
             }
-            _ => self.summaries().for_each(|s| f.add(s)),
+            _ => (0..self.slots.len()).for_each(|i| self.with_summary(i, |s| f.add(s))),
         }
         f
     }

@@ -40,7 +40,7 @@ pub fn parse(s: &str) -> Result<DateTime<Utc>, String> {
         .map_err(|e| format!("`{s}` is not an RFC 3339 time: {e}"))
 }
 
-fn parse_plain(b: &[u8]) -> Option<DateTime<Utc>> {
+pub(super) fn parse_plain(b: &[u8]) -> Option<DateTime<Utc>> {
     let shape = b.len() == 20
         && b[4] == b'-'
         && b[7] == b'-'

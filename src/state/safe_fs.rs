@@ -223,24 +223,28 @@ impl Replacement {
     }
 }
 
-/// fsync every file, on up to `SYNC_THREADS` threads; the first error wins.
+/// fsync every file, on up to `SYNC_THREADS` threads, the calling one
+/// among them; the first error wins. A wake syncs two files, one shard and
+/// the manifest: a thread spawned for each cost more than its wait saved.
 fn sync_all_of<'a>(files: impl Iterator<Item = &'a File>) -> io::Result<()> {
     let files: Vec<&File> = files.collect();
     if files.len() < 2 {
         return files.iter().try_for_each(|f| f.sync_all());
     }
     let per = files.len().div_ceil(SYNC_THREADS);
+    let mut groups = files.chunks(per);
+    let own = groups.next().unwrap_or_default();
     std::thread::scope(|s| {
-        let handles: Vec<_> = files
-            .chunks(per)
+        let handles: Vec<_> = groups
             .map(|group| s.spawn(move || group.iter().try_for_each(|f| f.sync_all())))
             .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(io::Error::other("an fsync thread panicked")))
-            })
+        let mine = own.iter().try_for_each(|f| f.sync_all());
+        let theirs = handles.into_iter().map(|h| {
+            h.join()
+                .unwrap_or_else(|_| Err(io::Error::other("an fsync thread panicked")))
+        });
+        std::iter::once(mine)
+            .chain(theirs)
             .collect::<io::Result<Vec<()>>>()
             .map(|_| ())
     })
