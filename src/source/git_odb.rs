@@ -103,6 +103,11 @@ struct Pack {
     index: Option<Vec<u8>>,
     /// Where the bytes of the pack last read start, and the bytes.
     window: (u64, Vec<u8>),
+    /// Reads the window answered since it was filled: objects read in
+    /// pack order share windows, objects scattered over a large pack (a
+    /// real history's files) do not, and then each read fills a page, not
+    /// 64 KiB.
+    hits: u32,
 }
 
 /// An object kept: its pack and offset, its kind and bytes.
@@ -449,6 +454,7 @@ impl Pack {
             fanout,
             index: None,
             window: (0, Vec::new()),
+            hits: 0,
         })
     }
 
@@ -465,21 +471,29 @@ impl Pack {
         }
     }
 
-    /// The bytes of the pack from `at` on: at least `want` of them unless
-    /// the pack ends first, none when it ends at `at`.
-    fn bytes_at(&mut self, at: u64, want: usize) -> Option<&[u8]> {
+    /// The bytes of the pack from `at` on: at least `need` of them unless
+    /// the pack ends first, none when it ends at `at`. A read that must
+    /// fill the window reads `hint` bytes if that is more.
+    fn bytes_at(&mut self, at: u64, need: usize, hint: usize) -> Option<&[u8]> {
         let (start, bytes) = &self.window;
         let have = at
             .checked_sub(*start)
             .and_then(|skip| usize::try_from(skip).ok())
-            .filter(|&skip| skip < bytes.len() && bytes.len() - skip >= want);
+            .filter(|&skip| skip < bytes.len() && bytes.len() - skip >= need);
         if let Some(skip) = have {
+            self.hits += 1;
             return Some(&self.window.1[skip..]);
         }
-        // A wake's few objects lie anywhere in the pack: a page each.
-        let window = if self.index.is_some() { WINDOW } else { 4096 };
+        // A wake's few objects, or objects that did not share the last
+        // window, are read a page at a time.
+        let window = if self.index.is_some() && self.hits >= 2 {
+            WINDOW
+        } else {
+            4096
+        };
+        self.hits = 0;
         let (start, bytes) = &mut self.window;
-        bytes.resize(want.max(window), 0);
+        bytes.resize(need.max(hint).max(window), 0);
         let mut got = 0;
         // A short read is the end of the pack, or a signal: read on.
         while got < bytes.len() {
@@ -553,7 +567,7 @@ impl Pack {
 
     /// The entry at `offset`: its kind or base, and its inflated bytes.
     fn entry(&mut self, offset: u64, limit: u64, z: &mut Decompress) -> Option<Entry> {
-        let window = self.bytes_at(offset, 32)?;
+        let window = self.bytes_at(offset, 32, 0)?;
         let mut head = [0u8; 32];
         let got = window.len().min(32);
         head[..got].copy_from_slice(&window[..got]);
@@ -609,7 +623,9 @@ impl Pack {
         z.reset(true);
         let mut out = Vec::with_capacity(size as usize);
         loop {
-            let chunk = self.bytes_at(at, 1)?;
+            // A stream rarely compresses to more than its size.
+            let hint = usize::try_from(size).unwrap_or(usize::MAX).min(1 << 20);
+            let chunk = self.bytes_at(at, 1, hint)?;
             if chunk.is_empty() {
                 return None;
             }
