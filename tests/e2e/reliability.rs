@@ -435,15 +435,21 @@ fn a_tick_killed_at_any_instant_leaves_the_old_or_a_whole_new_state_and_counts_n
     // save, which a loaded machine can make rare) trials aimed at the end
     // of a tick until one does, at most `CRASH_TRIALS` more.
     let mut trial = 0;
+    // Where the aimed trials kill: it moves towards the save from either
+    // side (earlier after a tick that finished, later after one killed
+    // before its save), so a tick length measured while the machine was
+    // busier or quieter than during the trials still finds the window.
+    let mut aim = tick_us;
     while trial < CRASH_TRIALS || (killed_after_save == 0 && trial < 2 * CRASH_TRIALS) {
         trial += 1;
         let before = fs::read(&sb.state).unwrap();
         // Always a waking tick: it switches to the branch the state is not on.
         let target = other(branch);
-        let delay = if trial <= CRASH_TRIALS {
-            Duration::from_micros(rng.below(tick_us * 5 / 4))
+        let aimed = trial > CRASH_TRIALS;
+        let delay = if aimed {
+            Duration::from_micros(aim * 9 / 10 + rng.below(aim / 5 + 1))
         } else {
-            Duration::from_micros(tick_us * 4 / 5 + rng.below(tick_us * 2 / 5))
+            Duration::from_micros(rng.below(tick_us * 5 / 4))
         };
         let mut child = tick(name(target)).spawn();
         started += 1;
@@ -456,6 +462,9 @@ fn a_tick_killed_at_any_instant_leaves_the_old_or_a_whole_new_state_and_counts_n
             Some(12) => {
                 wakes_done += 1;
                 completed_kills += 1;
+                if aimed {
+                    aim = aim * 9 / 10;
+                }
             }
             Some(code) => panic!("trial {trial}: exit {code}: {stderr}"),
             None => killed += 1,
@@ -468,6 +477,9 @@ fn a_tick_killed_at_any_instant_leaves_the_old_or_a_whole_new_state_and_counts_n
             .expect("the state exists");
         if after == before {
             unchanged += 1;
+            if aimed {
+                aim = aim * 21 / 20 + 1;
+            }
         } else {
             replaced += 1;
             if out.status.code().is_none() {
