@@ -86,20 +86,26 @@ pub(super) fn shard(bytes: &[u8]) -> Option<ShardFile> {
     })
 }
 
-/// Whether the shard in `bytes`, bucket `bucket` of `of` holding `n`
-/// records, has a record for `path`, read without decoding the others:
+/// The record for `path` (`Some(None)`: none) in the shard in `bytes`,
+/// bucket `bucket` of `of` holding `n` records, read without decoding the others:
 /// one record per line, keys strictly ascending, the record of `path` (if
 /// any) decoded as `shard` would decode it. `None` for anything `shard`
 /// might not read the same way (the caller then decodes the whole shard,
 /// which alone decides what is accepted and which error is reported).
-pub(super) fn holds(bytes: &[u8], bucket: usize, of: usize, n: usize, path: &str) -> Option<bool> {
+pub(super) fn holds(
+    bytes: &[u8],
+    bucket: usize,
+    of: usize,
+    n: usize,
+    path: &str,
+) -> Option<Option<FileRecord>> {
     let mut c = Cursor::new(bytes);
     c.lit(b"{\"bucket\":")?;
     (usize::try_from(c.u64()?).ok()? == bucket).then_some(())?;
     c.lit(b",\"of\":")?;
     (usize::try_from(c.u64()?).ok()? == of).then_some(())?;
     c.lit(b",\"files\":{\n")?;
-    let mut found = false;
+    let mut found = None;
     let mut count = 0usize;
     let mut last: Option<&str> = None;
     if c.lit(b"}").is_none() {
@@ -114,8 +120,7 @@ pub(super) fn holds(bytes: &[u8], bucket: usize, of: usize, n: usize, path: &str
             count += 1;
             c.lit(b":")?;
             if key == path {
-                c.record()?;
-                found = true;
+                found = Some(c.record()?);
             } else {
                 c.at = end - usize::from(c.b.get(end - 1) == Some(&b','));
             }

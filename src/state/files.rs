@@ -525,16 +525,29 @@ impl Files {
             return b.files.get(path).is_some();
         }
         match self.peek(i, path) {
-            Some(held) => held,
+            Some(held) => held.is_some(),
             None => self.get(path).is_some(),
         }
+    }
+
+    /// The blob of `path`'s record, read as `contains_key` reads it: the
+    /// fingerprint of a file names the blob of each of its dependencies.
+    pub fn blob_of(&self, path: &str) -> Option<std::borrow::Cow<'_, str>> {
+        let i = self.slot_of(path);
+        if self.slots[i].cell.get().is_none()
+            && let Some(held) = self.peek(i, path)
+        {
+            return held.map(|r| std::borrow::Cow::Owned(r.blob));
+        }
+        self.get(path)
+            .map(|r| std::borrow::Cow::Borrowed(r.blob.as_str()))
     }
 
     /// Whether the shard of unloaded bucket `i` holds `path`, read from its
     /// bytes alone; `None` when only loading it can tell (no shard, a read
     /// that failed, bytes not laid out as the writer lays them out), and
     /// the load then reads it, or fails, as it always did.
-    fn peek(&self, i: usize, path: &str) -> Option<bool> {
+    fn peek(&self, i: usize, path: &str) -> Option<Option<FileRecord>> {
         let (Some(saved), Some(loader)) = (&self.slots[i].saved, &self.loader) else {
             return None;
         };
