@@ -86,6 +86,58 @@ pub(super) fn shard(bytes: &[u8]) -> Option<ShardFile> {
     })
 }
 
+/// The record for `path` (`Some(None)`: none) in the shard in `bytes`,
+/// bucket `bucket` of `of` holding `n` records, read without decoding the others:
+/// one record per line, keys strictly ascending, the record of `path` (if
+/// any) decoded as `shard` would decode it. `None` for anything `shard`
+/// might not read the same way (the caller then decodes the whole shard,
+/// which alone decides what is accepted and which error is reported).
+pub(super) fn holds(
+    bytes: &[u8],
+    bucket: usize,
+    of: usize,
+    n: usize,
+    path: &str,
+) -> Option<Option<FileRecord>> {
+    let mut c = Cursor::new(bytes);
+    c.lit(b"{\"bucket\":")?;
+    (usize::try_from(c.u64()?).ok()? == bucket).then_some(())?;
+    c.lit(b",\"of\":")?;
+    (usize::try_from(c.u64()?).ok()? == of).then_some(())?;
+    c.lit(b",\"files\":{\n")?;
+    let mut found = None;
+    let mut count = 0usize;
+    let mut last: Option<&str> = None;
+    if c.lit(b"}").is_none() {
+        loop {
+            // A record never holds a raw newline: its line ends at the next.
+            let end = c.at + memchr::memchr(b'\n', c.b.get(c.at..)?)?;
+            let key = c.str()?;
+            if last.is_some_and(|l| l >= key) {
+                return None;
+            }
+            last = Some(key);
+            count += 1;
+            c.lit(b":")?;
+            if key == path {
+                found = Some(c.record()?);
+            } else {
+                c.at = end - usize::from(c.b.get(end - 1) == Some(&b','));
+            }
+            if c.lit(b",\n").is_none() {
+                c.lit(b"\n}")?;
+                (c.at == end + 2).then_some(())?;
+                break;
+            }
+            if c.at != end + 1 {
+                return None;
+            }
+        }
+    }
+    c.lit(b",\"importers\":{")?;
+    (count == n && bytes.ends_with(b"}\n")).then_some(found)
+}
+
 impl<'a> Cursor<'a> {
     /// `\n"key":value` entries, `,`-separated, up to `\n}`; keys strictly
     /// ascending, as the writer's path order has them (serde would keep

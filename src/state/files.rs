@@ -365,13 +365,26 @@ impl<'de> Deserialize<'de> for Saved {
     }
 }
 
+/// Reads a bucket's shard in two steps, so that a lookup can read a record
+/// from the checked bytes without decoding the rest (`Files::contains_key`).
+pub trait Source {
+    /// The shard's bytes, checked against its summary and its name.
+    fn bytes(&self, saved: &Saved) -> anyhow::Result<Vec<u8>>;
+    /// Bucket `i` of `of` decoded from what `bytes` gave.
+    fn bucket(&self, saved: &Saved, bytes: &[u8], i: usize, of: usize) -> anyhow::Result<Bucket>;
+}
+
 /// Reads a bucket's shard; set for a state read from the sharded layout.
-pub type Loader = std::rc::Rc<dyn Fn(&Saved, usize, usize) -> anyhow::Result<Bucket>>;
+pub type Loader = std::rc::Rc<dyn Source>;
 
 #[derive(Clone, Default)]
 pub struct Slot {
     pub saved: Option<Saved>,
     pub cell: OnceCell<Bucket>,
+    /// The shard's checked bytes, read by a lookup before the bucket was
+    /// loaded: loading it decodes them rather than reading the file again.
+    /// `None`: the read failed, and a load reads it again for the error.
+    pub peeked: OnceCell<Option<Vec<u8>>>,
 }
 
 /// The records of the watched tree, by path.
@@ -407,7 +420,11 @@ impl From<BTreeMap<String, FileRecord>> for Files {
             ..Bucket::default()
         });
         Files {
-            slots: vec![Slot { saved: None, cell }],
+            slots: vec![Slot {
+                saved: None,
+                cell,
+                peeked: OnceCell::new(),
+            }],
             len,
             loader: None,
             error: OnceCell::new(),
@@ -457,7 +474,13 @@ impl Files {
         let (Some(saved), Some(loader)) = (&self.slots[i].saved, &self.loader) else {
             return Bucket::default();
         };
-        match loader(saved, i, self.slots.len()) {
+        let read = match self.slots[i].peeked.get() {
+            Some(Some(bytes)) => loader.bucket(saved, bytes, i, self.slots.len()),
+            _ => loader
+                .bytes(saved)
+                .and_then(|bytes| loader.bucket(saved, &bytes, i, self.slots.len())),
+        };
+        match read {
             Ok(mut b) => {
                 b.deps_at_load = b
                     .files
@@ -492,8 +515,48 @@ impl Files {
         self.bucket_mut(i).files.get_mut(path)
     }
 
+    /// Whether the tree holds `path`. A bucket not yet loaded is not
+    /// loaded for it: a dependency's candidate paths each land in another
+    /// shard, and decoding every record of each was most of a wake on a
+    /// tree with imports. Its checked bytes are kept for a later load.
     pub fn contains_key(&self, path: &str) -> bool {
-        self.get(path).is_some()
+        let i = self.slot_of(path);
+        if let Some(b) = self.slots[i].cell.get() {
+            return b.files.get(path).is_some();
+        }
+        match self.peek(i, path) {
+            Some(held) => held.is_some(),
+            None => self.get(path).is_some(),
+        }
+    }
+
+    /// The blob of `path`'s record, read as `contains_key` reads it: the
+    /// fingerprint of a file names the blob of each of its dependencies.
+    pub fn blob_of(&self, path: &str) -> Option<std::borrow::Cow<'_, str>> {
+        let i = self.slot_of(path);
+        if self.slots[i].cell.get().is_none()
+            && let Some(held) = self.peek(i, path)
+        {
+            return held.map(|r| std::borrow::Cow::Owned(r.blob));
+        }
+        self.get(path)
+            .map(|r| std::borrow::Cow::Borrowed(r.blob.as_str()))
+    }
+
+    /// Whether the shard of unloaded bucket `i` holds `path`, read from its
+    /// bytes alone; `None` when only loading it can tell (no shard, a read
+    /// that failed, bytes not laid out as the writer lays them out), and
+    /// the load then reads it, or fails, as it always did.
+    fn peek(&self, i: usize, path: &str) -> Option<Option<FileRecord>> {
+        let (Some(saved), Some(loader)) = (&self.slots[i].saved, &self.loader) else {
+            return None;
+        };
+        let slot = &self.slots[i];
+        let bytes = slot
+            .peeked
+            .get_or_init(|| loader.bytes(saved).ok())
+            .as_ref()?;
+        super::decode::holds(bytes, i, self.slots.len(), saved.summary.n, path)
     }
 
     pub fn insert(&mut self, path: String, record: FileRecord) -> Option<FileRecord> {

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::encode;
-use super::files::{Bucket, Files, Saved, Slot, Summary, Tally, bucket_of};
+use super::files::{Bucket, Files, Saved, Slot, Source, Summary, Tally, bucket_of};
 use super::limits;
 use super::safe_fs;
 use super::schema::{FileRecord, State};
@@ -106,19 +106,18 @@ pub fn attach(
         );
     }
     check_counts(path, &dir, &layout, &shards)?;
-    let loader_dir = dir.clone();
-    let state_path = path.to_path_buf();
     state.files = Files {
         slots: shards
             .into_iter()
             .map(|saved| Slot {
                 saved,
-                cell: Default::default(),
+                ..Slot::default()
             })
             .collect(),
         len: layout.records,
-        loader: Some(Rc::new(move |saved, i, of| {
-            read_shard(&loader_dir, &state_path, saved, i, of)
+        loader: Some(Rc::new(Reader {
+            dir,
+            state: path.to_path_buf(),
         })),
         error: Default::default(),
         locks: layout.locks,
@@ -148,16 +147,35 @@ fn check_counts(path: &Path, dir: &Path, layout: &Layout, shards: &[Option<Saved
     Ok(())
 }
 
+/// Reads the shards of one state's directory.
+struct Reader {
+    dir: PathBuf,
+    state: PathBuf,
+}
+
+impl Source for Reader {
+    fn bytes(&self, saved: &Saved) -> Result<Vec<u8>> {
+        read_shard(&self.dir, &self.state, saved)
+    }
+
+    fn bucket(&self, saved: &Saved, bytes: &[u8], i: usize, of: usize) -> Result<Bucket> {
+        decode_shard(&self.dir, &self.state, saved, bytes, i, of)
+    }
+}
+
+/// Why shard `saved` of `state` cannot be used.
+fn damaged(dir: &Path, state: &Path, saved: &Saved, what: String) -> anyhow::Error {
+    anyhow!(
+        "shard `{}` of state file `{}` {what}; restore the state and its shard directory from a backup, or move them away to start over",
+        dir.join(format!("{}.json", saved.id)).display(),
+        state.display()
+    )
+}
+
 /// Read and check one shard: its bytes must hash to its name.
-fn read_shard(dir: &Path, state: &Path, saved: &Saved, i: usize, of: usize) -> Result<Bucket> {
+fn read_shard(dir: &Path, state: &Path, saved: &Saved) -> Result<Vec<u8>> {
     let path = dir.join(format!("{}.json", saved.id));
-    let damaged = |what: String| {
-        anyhow!(
-            "shard `{}` of state file `{}` {what}; restore the state and its shard directory from a backup, or move them away to start over",
-            path.display(),
-            state.display()
-        )
-    };
+    let damaged = |what: String| damaged(dir, state, saved, what);
     let bytes = match safe_fs::read_bounded(&path, limits::max_shard_bytes(saved.summary.n)) {
         Ok(Some(b)) => b,
         Ok(None) => return Err(damaged("is missing".into())),
@@ -180,9 +198,22 @@ fn read_shard(dir: &Path, state: &Path, saved: &Saved, i: usize, of: usize) -> R
             "does not match its name (it was changed or torn)".into(),
         ));
     }
-    let file: ShardFile = match super::decode::shard(&bytes) {
+    Ok(bytes)
+}
+
+/// Bucket `i` of `of` from the checked bytes of its shard.
+fn decode_shard(
+    dir: &Path,
+    state: &Path,
+    saved: &Saved,
+    bytes: &[u8],
+    i: usize,
+    of: usize,
+) -> Result<Bucket> {
+    let damaged = |what: String| damaged(dir, state, saved, what);
+    let file: ShardFile = match super::decode::shard(bytes) {
         Some(file) => file,
-        None => serde_json::from_slice(&bytes)
+        None => serde_json::from_slice(bytes)
             .map_err(|e| damaged(format!("is not a valid shard: {e}")))?,
     };
     if file.bucket != i || file.of != of {
@@ -982,6 +1013,58 @@ mod tests {
         let dependents = state.files.importers_of("f0.js");
         assert_eq!(dependents.len(), 1998);
         assert!(!dependents.contains("f5.js"));
+    }
+
+    /// A dependency's candidate paths each land in another shard: looking
+    /// one up reads its shard's checked bytes and decodes no bucket, and a
+    /// later change of a record there loads the bucket from those bytes,
+    /// without reading the file again.
+    #[test]
+    fn a_dependency_lookup_decodes_no_whole_shard_and_a_later_load_reuses_its_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, mut state) = saved(dir.path(), 2000);
+        assert!(state.files.contains_key("f7.js"));
+        assert!(state.files.contains_key("f1999.js"));
+        assert!(!state.files.contains_key("f2000.js"));
+        assert!(!state.files.contains_key("src/f7.js"));
+        let loaded = (0..state.files.buckets())
+            .filter(|i| state.files.is_loaded(*i))
+            .count();
+        assert_eq!(loaded, 0, "a lookup decoded a whole shard");
+        for shard in shard_files(&path) {
+            fs::remove_file(shard).unwrap();
+        }
+        state.files.get_mut("f7.js").unwrap().blob = "changed".into();
+        assert_eq!(state.files.error(), None);
+        assert_eq!(state.files.get("f7.js").unwrap().deps, ["f0.js"]);
+    }
+
+    /// A shard not laid out as the writer lays it out, or damaged, is read
+    /// by a lookup as a load reads it: the same answer, the same error.
+    #[test]
+    fn a_lookup_in_a_shard_laid_out_otherwise_or_damaged_means_what_a_load_means() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, _) = saved(dir.path(), 10);
+        let shard = shard_files(&path).pop().unwrap();
+        // Pretty-printed by serde: the same records, named by their hash.
+        let value: serde_json::Value = serde_json::from_slice(&fs::read(&shard).unwrap()).unwrap();
+        let pretty = serde_json::to_vec_pretty(&value).unwrap();
+        let id = hex(&Sha256::digest(&pretty));
+        fs::write(dir_of(&path).join(format!("{id}.json")), &pretty).unwrap();
+        let text = fs::read_to_string(&path).unwrap();
+        let old = shard.file_stem().unwrap().to_str().unwrap();
+        fs::write(&path, with_body_bytes(&text.replace(old, &id))).unwrap();
+        let state = store::load_lazy(&path).unwrap().unwrap();
+        assert!(state.files.contains_key("f3.js"));
+        assert!(!state.files.contains_key("f30.js"));
+        let torn = String::from_utf8(pretty)
+            .unwrap()
+            .replace("\"b3\"", "\"b4\"");
+        fs::write(dir_of(&path).join(format!("{id}.json")), torn).unwrap();
+        let state = store::load_lazy(&path).unwrap().unwrap();
+        assert!(!state.files.contains_key("f3.js"));
+        let err = state.files.error().unwrap();
+        assert!(err.contains("does not match its name"), "{err}");
     }
 
     #[test]

@@ -137,11 +137,13 @@ pub(crate) fn fingerprint_as(
 ) -> (String, deps::Resolved) {
     let resolved = deps::resolve(path, &facts.imports, &|p| files.contains_key(p));
     let deps_known = resolved.unresolved.is_empty();
-    let dep_ids: Vec<(&str, &str)> = resolved
+    // Read without loading the dependencies' buckets (`Files::blob_of`).
+    let blobs: Vec<(&str, std::borrow::Cow<str>)> = resolved
         .paths
         .iter()
-        .map(|p| (p.as_str(), files[p].blob.as_str()))
+        .map(|p| (p.as_str(), files.blob_of(p).expect("resolved in the tree")))
         .collect();
+    let dep_ids: Vec<(&str, &str)> = blobs.iter().map(|(p, b)| (*p, b.as_ref())).collect();
     let fp = novelty::fingerprint(&Parts {
         content: &facts.hash,
         risk: risk.as_str(),
