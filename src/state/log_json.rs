@@ -68,14 +68,17 @@ pub fn put_log(out: &mut Vec<u8>, log: &ObservationLog) -> serde_json::Result<()
 /// open watches of a log are mostly copies of a few (those a tick opened
 /// share their times and bet), and a watch costs a dozen writes where a
 /// comparison and a copy do.
-struct Written<'a> {
-    last: [Option<(&'a Watch, Range<usize>)>; WATCH_MEMO],
+type Written<'a> = Memo<(&'a Watch, Range<usize>)>;
+
+/// The last few of something, the oldest replaced first.
+struct Memo<T> {
+    last: [Option<T>; WATCH_MEMO],
     next: usize,
 }
 
-impl Default for Written<'_> {
+impl<T> Default for Memo<T> {
     fn default() -> Self {
-        Written {
+        Memo {
             last: [const { None }; WATCH_MEMO],
             next: 0,
         }
@@ -346,19 +349,7 @@ pub fn read_log_prefix(bytes: &[u8]) -> Option<(ObservationLog, usize)> {
 }
 
 /// The texts of the watches last read, and what each was read as.
-struct Read<'a> {
-    last: [Option<(&'a [u8], Watch)>; WATCH_MEMO],
-    next: usize,
-}
-
-impl Default for Read<'_> {
-    fn default() -> Self {
-        Read {
-            last: [const { None }; WATCH_MEMO],
-            next: 0,
-        }
-    }
-}
+type Read<'a> = Memo<(&'a [u8], Watch)>;
 
 impl<'a> Cursor<'a> {
     /// `watch`, or a copy of a watch among the last few read when the
