@@ -539,16 +539,14 @@ impl OpenAiAdvisor {
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_string)
         };
-        // A proxy passes the upstream's waits on under its own prefix
-        // (LiteLLM: `llm_provider-retry-after`); the longest wait wins.
-        let retry_after_ms = protocol::longest_ms(&[
-            header("retry-after-ms"),
-            header("llm_provider-retry-after-ms"),
-        ]);
-        let retry_after = protocol::longest_s(
-            &[header("retry-after"), header("llm_provider-retry-after")],
-            self.now,
-        );
+        // Every header that can say how long to wait, a proxy's prefixed
+        // ones too: `waits` reads them with the message and the longest wins.
+        let wait_headers: Vec<(String, String)> = response
+            .headers()
+            .iter()
+            .filter(|(name, _)| super::waits::is_wait_header(name.as_str()))
+            .filter_map(|(name, v)| Some((name.as_str().to_string(), v.to_str().ok()?.to_string())))
+            .collect();
         if let Some(proxy) = peers::proxy_in(response.headers().keys().map(|k| k.as_str())) {
             self.proxy = Some(proxy);
             let retried = header(proxy.retries_header).and_then(|r| r.trim().parse::<u64>().ok());
@@ -565,8 +563,7 @@ impl OpenAiAdvisor {
             return Sent::failed(Failure::Http {
                 status,
                 body: String::from_utf8_lossy(&bytes).into_owned(),
-                retry_after_ms,
-                retry_after,
+                headers: wait_headers,
             });
         }
         judge(&bytes, limit, cost.and_then(usd))
@@ -807,15 +804,10 @@ fn spent_hold(class: Class, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
 /// server asked for. A cut answer is never asked again unchanged: it would
 /// only be cut again.
 fn step_after(failure: &Failure, class: Class, failures: u32, now: DateTime<Utc>) -> Step {
-    let wait = match failure {
-        Failure::Cut(_) => return Step::Stop { hold_until: None },
-        Failure::Http {
-            retry_after_ms,
-            retry_after,
-            ..
-        } => protocol::server_wait(retry_after_ms.as_deref(), retry_after.as_deref(), now),
-        _ => None,
-    };
+    if let Failure::Cut(_) = failure {
+        return Step::Stop { hold_until: None };
+    }
+    let wait = protocol::server_wait(failure, now).map(|w| w.wait);
     protocol::next_step(class, failures, wait, now)
 }
 
@@ -1105,8 +1097,7 @@ mod tests {
         let r = failure_reason(&Failure::Http {
             status: 401,
             body: body.into(),
-            retry_after_ms: None,
-            retry_after: None,
+            headers: Vec::new(),
         });
         assert_eq!(
             r,
@@ -1124,8 +1115,7 @@ mod tests {
         failure_reason(&Failure::Http {
             status,
             body: body.into(),
-            retry_after_ms: None,
-            retry_after: None,
+            headers: Vec::new(),
         })
     }
 
@@ -1323,8 +1313,7 @@ mod tests {
                         Failure::Http {
                             status: 429,
                             body: peer("litellm-rate-limit.json"),
-                            retry_after_ms: None,
-                            retry_after: Some("8".into()),
+                            headers: vec![("retry-after".into(), "8".into())],
                         },
                         None,
                     ))

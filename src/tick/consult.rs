@@ -541,18 +541,14 @@ pub(super) fn failed(
         .failures
         .entry(class.as_str().to_string())
         .or_default() += 1;
-    // Timeouts that go on, tick after tick, hold the provider longer each time.
-    let streak = state
-        .llm
-        .circuit
-        .as_ref()
-        .filter(|c| class == Class::Timeout && c.class == Class::Timeout)
-        .map_or(0, |c| c.streak.saturating_add(1));
-    let hold_until = match hold_until {
-        Some(until) if class == Class::Timeout => {
-            Some(until.max(now + protocol::timeout_hold(streak)))
+    // A failure that repeats after its hold ended holds longer each time,
+    // whatever it says (invariant 24).
+    let (hold_until, streak) = match hold_until {
+        Some(until) => {
+            let (until, streak) = protocol::escalated(state.llm.circuit.as_ref(), until, now);
+            (Some(until), streak)
         }
-        other => other,
+        None => (None, 0),
     };
     if let Some(until) = hold_until {
         let mut circuit = Circuit::new(class, reason.clone(), until);
@@ -565,8 +561,14 @@ pub(super) fn failed(
     } else {
         Outcome::Failed
     };
+    let grown = match streak {
+        0 => String::new(),
+        n => format!(
+            " (the first call after the last hold failed again: {n} in a row, each hold twice the last, 24 h at most)"
+        ),
+    };
     let held = hold_until
-        .map(|u| format!("; provider held until {}", u.to_rfc3339()))
+        .map(|u| format!("; provider held until {}{grown}", u.to_rfc3339()))
         .unwrap_or_default();
     let plural = if attempts == 1 { "" } else { "s" };
     (

@@ -484,8 +484,7 @@ proptest! {
         let failure = Failure::Http {
             status,
             body: with_noise(body, &noise, noise_field.as_deref()),
-            retry_after_ms: None,
-            retry_after: None,
+            headers: Vec::new(),
         };
         prop_assert_eq!(protocol::classify(&failure), expected, "{} {}", status, body);
     }
@@ -504,15 +503,22 @@ proptest! {
         prop_assume!(serde_json::from_str::<Value>(&body).map_or(true, |v| {
             v.get("error").is_none() && v.get("object") != Some(&json!("error"))
         }));
+        let mut headers = Vec::new();
+        if let Some(v) = &retry_after_ms {
+            headers.push(("retry-after-ms".to_string(), v.clone()));
+        }
+        if let Some(v) = &retry_after {
+            headers.push(("llm_provider-retry-after".to_string(), v.clone()));
+        }
         let failure = Failure::Http {
             status,
             body: body.clone(),
-            retry_after_ms: retry_after_ms.clone(),
-            retry_after: retry_after.clone(),
+            headers,
         };
         let class = protocol::classify(&failure);
         let expected = match status {
             429 => Class::RateLimit,
+            402 => Class::Quota,
             401 | 403 => Class::Auth,
             400 | 404 | 422 => Class::Request,
             413 => Class::FileRequest,
@@ -522,7 +528,7 @@ proptest! {
         prop_assert_eq!(class, expected, "status {}", status);
         // Whatever the headers say, the protocol stops after a few attempts.
         let now: DateTime<Utc> = "2026-06-16T12:00:00Z".parse().unwrap();
-        let wait = protocol::server_wait(retry_after_ms.as_deref(), retry_after.as_deref(), now);
+        let wait = protocol::server_wait(&failure, now).map(|w| w.wait);
         let mut attempts = 1;
         while let protocol::Step::Retry(d) = protocol::next_step(class, attempts, wait, now) {
             prop_assert!(d <= std::time::Duration::from_secs(60), "a sleep of {d:?}");
@@ -722,8 +728,7 @@ fn deeply_nested_json_is_refused_without_overflowing_the_stack() {
     let failure = Failure::Http {
         status: 500,
         body: format!("{{\"error\":{deep}}}"),
-        retry_after_ms: None,
-        retry_after: None,
+        headers: Vec::new(),
     };
     assert_eq!(protocol::classify(&failure), Class::Server);
     let (triggers, bad) = autonomy::signals(&deep, "2026-06-16T12:00:00Z".parse().unwrap());
