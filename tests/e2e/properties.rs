@@ -380,7 +380,7 @@ const ERROR_SHAPES: [(u16, &str, Class); 27] = [
 ];
 
 /// Every phrase the classifier reads in a message, lower case.
-const CLASSIFIER_PHRASES: [&str; 14] = [
+const CLASSIFIER_PHRASES: [&str; 33] = [
     "budget has been exceeded",
     "crossed budget",
     "exceeded budget",
@@ -395,6 +395,27 @@ const CLASSIFIER_PHRASES: [&str; 14] = [
     "content management policy",
     "loading model",
     "request too large",
+    "contextwindowexceedederror",
+    "prompt is too long",
+    "input is too long",
+    // Money is read by its words, wherever they stand.
+    "quota",
+    "credit",
+    "billing",
+    "balance",
+    "payment",
+    "spend limit",
+    "spending limit",
+    "usage limit",
+    "usage_limit",
+    "out of funds",
+    "insufficient funds",
+    // And so is a wait.
+    "try again in",
+    "retry in",
+    "retry after",
+    "try again after",
+    "rate limit",
 ];
 
 /// Words a provider might add to a message, none of them a classifier's phrase.
@@ -644,12 +665,15 @@ proptest! {
     ) {
         let now: DateTime<Utc> = "2026-06-16T12:00:00Z".parse().unwrap();
         let header = if as_ms { (secs * 1000).to_string() } else { secs.to_string() };
-        let wait = if as_ms {
-            protocol::server_wait(Some(&header), None, now)
-        } else {
-            protocol::server_wait(None, Some(&header), now)
+        let name = if as_ms { "retry-after-ms" } else { "llm_provider-retry-after" };
+        let failure = Failure::Http {
+            status: 429,
+            body: String::new(),
+            headers: vec![(name.to_string(), header)],
         };
-        let wait = wait.expect("a positive number of seconds is a sane wait");
+        let wait = protocol::server_wait(&failure, now)
+            .expect("a positive number of seconds is a sane wait")
+            .wait;
         prop_assert_eq!(wait, std::time::Duration::from_secs(secs));
         match protocol::next_step(class, 1, Some(wait), now) {
             protocol::Step::Retry(d) => {
