@@ -399,13 +399,15 @@ fn run_explain(args: ExplainArgs) -> Result<u8> {
         max_rewrites: args.max_rewrites,
         now: args.now.unwrap_or_else(Utc::now),
     };
-    let e = explain::explain(
+    let mut e = explain::explain(
         &file,
         state.files.get(&file),
         &current,
         advisor.as_deref(),
         limits,
     );
+    e.provider = (state.llm.circuit.as_ref())
+        .and_then(|c| crate::llm::protocol::describe_hold(c, limits.now));
     if args.json {
         emit_json(&e)?;
     } else {

@@ -331,6 +331,7 @@ fn novelty_only_tick(
                 reason: "stable".into(),
                 ts: t,
                 by: Some("openai:simulated".into()),
+                answered_by: None,
             };
             novelty::remember(record, &fp, decision, t);
         } else {

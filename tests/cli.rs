@@ -50,6 +50,8 @@ mod merged_results;
 mod mr_report;
 #[path = "e2e/newcomer.rs"]
 mod newcomer;
+#[path = "e2e/no_wording.rs"]
+mod no_wording;
 #[path = "e2e/outages.rs"]
 mod outages;
 #[path = "e2e/paid_once.rs"]

@@ -213,6 +213,21 @@ pub struct Signs {
     /// Upstream calls the proxy made beyond sentinel's attempts (its own
     /// retries, from its retries header).
     pub proxy_retries: u64,
+    /// The proxy answered from its cache (LiteLLM: `x-litellm-cache-key`
+    /// and no cost header): no upstream call was made, nothing was billed.
+    pub cache_hit: bool,
+    /// Another model than the one asked for answered: the proxy's fallback.
+    pub fallback: Option<Fallback>,
+}
+
+/// A proxy's fallback: the model group that answered in place of the one
+/// asked for, and the provider's model behind it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fallback {
+    /// As sentinel would name it with `--model` (LiteLLM's model group).
+    pub group: String,
+    /// The provider's model that answered (`x-litellm-model-name`).
+    pub model: Option<String>,
 }
 
 /// Something that can judge a file: the OpenAI-compatible client, or a fake.
@@ -552,8 +567,21 @@ impl OpenAiAdvisor {
             let retried = header(proxy.retries_header).and_then(|r| r.trim().parse::<u64>().ok());
             self.signs.proxy_retries += retried.unwrap_or(0);
         }
-        // LiteLLM's own figure for this call, in USD.
-        let cost = header("x-litellm-response-cost").and_then(|c| c.trim().parse().ok());
+        // LiteLLM's own figure for this call, in USD; a cache hit carries
+        // its cache key and no figure, and cost nothing upstream.
+        let mut cost = header("x-litellm-response-cost").and_then(|c| c.trim().parse().ok());
+        if (200..300).contains(&status) {
+            if cost.is_none() && header("x-litellm-cache-key").is_some() {
+                self.signs.cache_hit = true;
+                cost = Some(0.0);
+            }
+            self.signs.fallback = fallback(
+                header("x-litellm-attempted-fallbacks").as_deref(),
+                header("x-litellm-model-group"),
+                header("x-litellm-model-name"),
+                &self.cfg.model,
+            );
+        }
         let bytes = match read_answer(&mut response) {
             Ok(b) => b,
             Err(f) => return Sent::failed(f),
@@ -640,6 +668,25 @@ impl OpenAiAdvisor {
         call.cost_usd = turn.cost;
         call
     }
+}
+
+/// The fallback an answer's headers tell of: LiteLLM counts the fallbacks
+/// it tried and names the model group that answered. A group equal to the
+/// one asked for is no fallback, whatever the count says.
+fn fallback(
+    attempted: Option<&str>,
+    group: Option<String>,
+    model: Option<String>,
+    asked: &str,
+) -> Option<Fallback> {
+    let tried = attempted.and_then(|n| n.trim().parse::<u64>().ok())?;
+    let group = group
+        .map(|g| g.trim().to_string())
+        .filter(|g| !g.is_empty())?;
+    (tried > 0 && group != asked).then(|| Fallback {
+        group: crate::llm::bounds::short(&group),
+        model: model.map(|m| crate::llm::bounds::short(m.trim())),
+    })
 }
 
 /// The response's body, at most `MAX_ANSWER_BYTES` of it: a longer one is a

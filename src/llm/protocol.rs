@@ -316,6 +316,24 @@ fn error_body(body: &str) -> ErrorBody {
     }
 }
 
+/// The limit a size refusal names: OpenAI's and vLLM's "maximum context
+/// length is 16385 tokens", llama.cpp's "context size (8192 tokens)",
+/// OpenAI's and Groq's "Limit 30000" of a request too large.
+pub fn named_limit(message: &str) -> Option<String> {
+    let lower = message.to_ascii_lowercase();
+    let after = ["maximum context length is ", "context size (", "limit "]
+        .iter()
+        .find_map(|p| lower.find(p).map(|i| &lower[i + p.len()..]))?;
+    let digits: String = after
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == ',')
+        .collect();
+    if digits.is_empty() {
+        return None;
+    }
+    Some(format!("{digits} tokens"))
+}
+
 /// `message` with Gemini's `RetryInfo.retryDelay` (in `details`, not in
 /// the words) said in words, so that its wait is read where every other
 /// one is, and a per-minute quota that names its wait is a window.
@@ -582,6 +600,29 @@ pub fn is_open(c: &Circuit, now: DateTime<Utc>) -> bool {
         Some(opened) if opened <= c.until => c.until - now <= c.until - opened,
         _ => c.until - now <= MAX_HOLD,
     }
+}
+
+/// How an open circuit holds the provider, for `stats` and `explain`: until
+/// when, why, and how it grew. `None` when it is closed.
+pub fn describe_hold(c: &Circuit, now: DateTime<Utc>) -> Option<String> {
+    if !is_open(c, now) {
+        return None;
+    }
+    let length = c.opened.map(|o| c.until - o);
+    let grown = match (c.streak, length) {
+        (0, _) => String::new(),
+        (n, Some(l)) => format!(
+            "; it failed again on the first call after {n} hold(s) in a row, each twice the last (24 h at most): this one is {} min",
+            l.num_minutes()
+        ),
+        (n, None) => format!("; it failed again after {n} hold(s) in a row"),
+    };
+    Some(format!(
+        "held until {} ({}): {}{grown}",
+        c.until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        c.class.as_str(),
+        c.reason
+    ))
 }
 
 /// The first 00:00 UTC strictly after `now` (exactly midnight holds a full day).

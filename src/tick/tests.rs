@@ -1333,6 +1333,38 @@ mod advisor {
         }
     }
 
+    /// What a real LiteLLM sent for an upstream 429 whose type, code and
+    /// words sentinel has never seen, and no wait header.
+    fn unknown_429() -> String {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/fixtures/peers/litellm-1.108.7/unknown-429.json"
+        );
+        let rec: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        rec["body"].as_str().unwrap().to_string()
+    }
+
+    #[test]
+    fn an_unknown_429_without_hints_makes_at_most_36_calls_in_a_day_of_2_minute_ticks() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut src = one_risky_file();
+        let body = unknown_429();
+        let mut flux = scripted(|_| http(429, &body));
+        for i in 0..24 * 30 {
+            // The file changes before every tick: each one has a reason to ask.
+            src.amend(&[("src/auth.js", &format!("// auth v{i}\n"))]);
+            let now = t0() + Duration::minutes(2 * i);
+            run_with(&advised(dir.path(), now), &mut src, Some(&mut flux)).unwrap();
+        }
+        // Without the doubling: one 2-minute hold after every tick's three
+        // attempts, 720 calling ticks. With it, 10 holds cover the day.
+        assert!(flux.calls <= 36, "{} calls in a day", flux.calls);
+        let circuit = load(dir.path()).llm.circuit.unwrap();
+        assert_eq!(circuit.class, crate::llm::protocol::Class::RateLimit);
+        assert!(circuit.streak >= 9, "{circuit:?}");
+    }
+
     #[test]
     fn a_provider_down_for_three_days_costs_finitely_many_calls_and_wakes() {
         let dir = tempfile::tempdir().unwrap();
