@@ -1346,7 +1346,7 @@ mod advisor {
     }
 
     #[test]
-    fn an_unknown_429_without_hints_makes_at_most_36_calls_in_a_day_of_2_minute_ticks() {
+    fn invariant_24_no_wording_reopens_the_loop_an_unknown_429_makes_at_most_36_calls_a_day() {
         let dir = tempfile::tempdir().unwrap();
         let mut src = one_risky_file();
         let body = unknown_429();
