@@ -486,6 +486,42 @@ fn sources(by: &BTreeMap<String, u64>) -> String {
         .join(", ")
 }
 
+/// An open circuit's row: its class, end, advice, reason and how it grew.
+fn open_circuit(c: &CircuitStats) -> String {
+    let grown = match c.repeats {
+        0 => String::new(),
+        n => format!(
+            "; failed again on the first call after {n} hold(s) in a row: each hold twice the last, 24 h at most"
+        ),
+    };
+    format!(
+        "open: {} until {} ({}): {}{grown}",
+        c.class,
+        secs(&c.until),
+        c.advice,
+        c.reason
+    )
+}
+
+/// Today's answers from another model than the one asked, if any.
+fn fallbacks_row(l: &LlmStats) -> Option<(String, String)> {
+    if l.fallbacks_today.is_empty() {
+        return None;
+    }
+    let said: Vec<String> = l
+        .fallbacks_today
+        .iter()
+        .map(|(pair, n)| format!("{pair}: {n}"))
+        .collect();
+    Some((
+        "fallbacks_today".into(),
+        format!(
+            "{} (answered by another model than the one asked; remembered as that model's)",
+            said.join(", ")
+        ),
+    ))
+}
+
 /// The advisor's rows: today's spend against the budget, the circuit, the
 /// failures by class and the lifetime figures.
 fn advisor_rows(l: &LlmStats) -> Vec<(String, String)> {
@@ -513,20 +549,7 @@ fn advisor_rows(l: &LlmStats) -> Vec<(String, String)> {
             format!("{} of {}", usd(l.budget_left), usd(l.daily_budget)),
         ),
     ];
-    if !l.fallbacks_today.is_empty() {
-        let said: Vec<String> = l
-            .fallbacks_today
-            .iter()
-            .map(|(pair, n)| format!("{pair}: {n}"))
-            .collect();
-        rows.push((
-            "fallbacks_today".into(),
-            format!(
-                "{} (answered by another model than the one asked; remembered as that model's)",
-                said.join(", ")
-            ),
-        ));
-    }
+    rows.extend(fallbacks_row(l));
     if let Some(proxy) = &l.proxy {
         rows.push((
             "proxy".into(),
@@ -536,22 +559,7 @@ fn advisor_rows(l: &LlmStats) -> Vec<(String, String)> {
         ));
     }
     match &l.circuit {
-        Some(c) if c.open => rows.push((
-            "circuit".into(),
-            format!(
-                "open: {} until {} ({}): {}{}",
-                c.class,
-                secs(&c.until),
-                c.advice,
-                c.reason,
-                match c.repeats {
-                    0 => String::new(),
-                    n => format!(
-                        "; failed again on the first call after {n} hold(s) in a row: each hold twice the last, 24 h at most"
-                    ),
-                }
-            ),
-        )),
+        Some(c) if c.open => rows.push(("circuit".into(), open_circuit(c))),
         _ => rows.push(("circuit".into(), "closed".into())),
     }
     for (class, n) in &l.failures_by_class {

@@ -98,11 +98,23 @@ impl Work<'_> {
         let seen_fallback = seen.1.fallback.clone();
         self.refuse_secret_content(&s.path, &mut call);
         self.settle_call(state, (s, &model), (call_seq, &call), reserve, seen);
-        let attempts = call.attempts;
-        Ok(match call.outcome {
+        Ok(self.judged(state, s, (&bytes, &model), call, &seen_fallback))
+    }
+
+    /// The judgement a settled call gives: the answer, said with the model
+    /// that gave it when a proxy fell back, or the failure.
+    fn judged(
+        &mut self,
+        state: &mut State,
+        s: &Subject,
+        (bytes, model): (&[u8], &str),
+        call: Call,
+        fallback: &Option<crate::llm::client::Fallback>,
+    ) -> Judgement {
+        match call.outcome {
             CallOutcome::Answered(answer) => {
-                let mut judged = self.answered(state, s, Some(&bytes), answer);
-                if let Some(by) = self.fallback_said(s, &model, &seen_fallback) {
+                let mut judged = self.answered(state, s, Some(bytes), answer);
+                if let Some(by) = self.fallback_said(s, model, fallback) {
                     judged.1.push_str(&by);
                 }
                 judged
@@ -117,9 +129,16 @@ impl Work<'_> {
                 if class == Class::FileRequest {
                     reason.push_str(&too_large_for_the_model(s.facts.chars, &reason));
                 }
-                failed(state, class, reason, hold_until, attempts, self.cfg.now)
+                failed(
+                    state,
+                    class,
+                    reason,
+                    hold_until,
+                    call.attempts,
+                    self.cfg.now,
+                )
             }
-        })
+        }
     }
 
     /// A model whose one call is known to cost more than the whole daily

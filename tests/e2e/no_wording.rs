@@ -6,37 +6,9 @@
 
 use serde_json::Value;
 
+use crate::litellm::{AUTH, SESSION, TOKEN, body, file, sandbox, tick};
 use crate::util::openai::{FakeOpenAi, Reply};
-use crate::util::{Output, Sandbox, at};
-
-const AUTH: &str = "src/auth.js";
-const SESSION: &str = "src/session.js";
-const TOKEN: &str = "src/token.js";
-
-fn sandbox(paths: &[&str]) -> Sandbox {
-    let sb = Sandbox::new();
-    for path in paths {
-        sb.repo.write(path, body(path, 1));
-    }
-    sb.repo.commit("initial files");
-    sb
-}
-
-fn body(path: &str, version: u64) -> String {
-    format!("// {path}\nmodule.exports = {version};\n")
-}
-
-#[track_caller]
-fn tick(sb: &Sandbox, ai: &FakeOpenAi, now: &str, extra: &[&str]) -> (Value, Output) {
-    let out = sb.advisor_tick_cmd(ai, now).args(extra).output();
-    assert!(
-        out.code == 0 || (10..=17).contains(&out.code),
-        "exit {}: {}",
-        out.code,
-        out.stderr
-    );
-    (out.json(), out)
-}
+use crate::util::{Sandbox, at};
 
 /// `ticks` ticks 2 minutes apart from 10:00, `AUTH` changing before each
 /// one after the first; the calls that reached the provider.
@@ -49,16 +21,6 @@ fn ticks_two_minutes_apart(sb: &Sandbox, ai: &FakeOpenAi, ticks: u64, extra: &[&
         tick(sb, ai, &at(600 + 2 * n as i64), extra);
     }
     ai.posts()
-}
-
-#[track_caller]
-fn file<'a>(report: &'a Value, path: &str) -> &'a Value {
-    report["files"]
-        .as_array()
-        .expect("files is an array")
-        .iter()
-        .find(|f| f["path"] == path)
-        .unwrap_or_else(|| panic!("{path} is not in the report: {report}"))
 }
 
 #[test]
