@@ -570,7 +570,8 @@ pub struct SourceArgs {
         env = "SENTINEL_LOCK",
         help_heading = SOURCE,
         value_name = "GLOB",
-        value_delimiter = ','
+        value_delimiter = ',',
+        value_parser = parse_lock
     )]
     pub lock: Vec<String>,
     /// Record Retry-After waits instead of sleeping (for tests).
@@ -1269,6 +1270,14 @@ pub struct ExplainArgs {
         value_parser = parse_now
     )]
     pub now: Option<DateTime<Utc>>,
+}
+/// A `--lock` pattern that is a glob: refused here, not dropped later.
+fn parse_lock(s: &str) -> Result<String, String> {
+    crate::gate::lifecycle::lock_glob(s)
+        .map(|_| s.to_string())
+        .map_err(|e| {
+            format!("`{s}` is not a glob ({e}); escape `[`, `{{` and `\\` with a backslash")
+        })
 }
 
 fn parse_now(s: &str) -> Result<DateTime<Utc>, String> {

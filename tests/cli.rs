@@ -1611,6 +1611,20 @@ fn a_usage_error_exits_2_and_touches_nothing() {
 }
 
 #[test]
+fn a_lock_pattern_that_is_no_glob_is_a_usage_error_not_a_lock_dropped() {
+    let sb = Sandbox::with_files(&FIVE);
+    let out = sb.tick(&at(0), &["--lock", "src/["]);
+    expect_code(&out, 2);
+    assert!(
+        out.stderr
+            .starts_with("error: invalid value 'src/[' for '--lock <GLOB>': `src/[` is not a glob"),
+        "{}",
+        out.stderr
+    );
+    assert!(!sb.state.parent().unwrap().exists());
+}
+
+#[test]
 fn a_time_that_is_not_rfc3339_is_a_usage_error_naming_rfc3339() {
     let sb = Sandbox::with_files(&FIVE);
     let out = sb.tick("yesterday", &[]);
