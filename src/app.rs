@@ -37,7 +37,7 @@ pub fn run(mut cli: Cli) -> Result<u8> {
         &peer_urls(&cli.command),
     ));
     match cli.command {
-        Command::Tick(args) => run_tick(args),
+        Command::Tick(args) => run_tick(*args),
         Command::Stats(args) => run_stats(args),
         Command::Explain(args) => run_explain(args),
         Command::Simulate(args) => run_simulate(args),
@@ -65,6 +65,10 @@ fn peer_urls(command: &Command) -> Vec<&str> {
 }
 
 fn run_tick(args: TickArgs) -> Result<u8> {
+    if args.fleet.group.is_some() {
+        refuse_nested_tick()?;
+        return crate::fleet::run(args, &run_tick);
+    }
     refuse_nested_tick()?;
     let env = Environment::from_lookup(|k| std::env::var(k).ok());
     args.llm.validate()?;

@@ -22,6 +22,8 @@ mod costs;
 mod dashboard;
 #[path = "e2e/escaping.rs"]
 mod escaping;
+#[path = "e2e/fleet.rs"]
+mod fleet;
 #[path = "e2e/front_door.rs"]
 mod front_door;
 #[path = "e2e/git_processes.rs"]
