@@ -37,6 +37,11 @@ pub fn run(mut cli: Cli) -> Result<u8> {
         &peer_urls(&cli.command),
     ));
     match cli.command {
+        // A fleet runs this very tick once per project of the group.
+        Command::Tick(args) if args.fleet.group.is_some() => {
+            refuse_nested_tick()?;
+            crate::fleet::run(*args, &run_tick)
+        }
         Command::Tick(args) => run_tick(*args),
         Command::Stats(args) => run_stats(args),
         Command::Explain(args) => run_explain(args),
@@ -65,10 +70,6 @@ fn peer_urls(command: &Command) -> Vec<&str> {
 }
 
 fn run_tick(args: TickArgs) -> Result<u8> {
-    if args.fleet.group.is_some() {
-        refuse_nested_tick()?;
-        return crate::fleet::run(args, &run_tick);
-    }
     refuse_nested_tick()?;
     let env = Environment::from_lookup(|k| std::env::var(k).ok());
     args.llm.validate()?;
