@@ -272,6 +272,7 @@ fn tick_config(
                     args.llm.max_tokens,
                 ),
             },
+            fleet: args.share.clone(),
         }),
         locks: args.source.lock.clone(),
         autonomy: autonomy::Settings {

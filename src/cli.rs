@@ -726,6 +726,9 @@ pub struct TickArgs {
     pub state: StateArg,
     #[command(flatten)]
     pub fleet: FleetArgs,
+    /// Set by a fleet for each project's tick, never on the command line.
+    #[arg(skip)]
+    pub share: Option<crate::tick::FleetShare>,
     /// Move a state of another scope to this tick's on purpose.
     ///
     /// A state belongs to one source, project, branch and path; a tick of

@@ -79,6 +79,19 @@ pub struct AdvisorSettings {
     /// even on a loopback URL (where `per_call` may be 0).
     pub proxied_per_call: f64,
     pub max_tokens: u64,
+    /// What the project's fleet shares with it, when it is ticked as one.
+    pub fleet: Option<FleetShare>,
+}
+
+/// The share of a fleet's ledger a project's tick sees: the fleet's
+/// `--daily-budget` is one budget for all its projects, and a circuit one
+/// project opened holds the provider for every other.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FleetShare {
+    /// What the fleet's other projects spent today (USD).
+    pub others_spent: f64,
+    /// The provider's circuit as the fleet last saw it open.
+    pub held: Option<crate::llm::protocol::Circuit>,
 }
 
 /// The evidence version of this build's rules and policy. The advisor is not

@@ -310,16 +310,21 @@ impl Work<'_> {
                 None,
             ));
         }
-        if let Some(c) = state
-            .llm
-            .circuit
-            .as_ref()
-            .filter(|c| protocol::is_open(c, now))
+        // A circuit another project of the fleet opened holds this one too.
+        let fleet = settings.fleet.as_ref();
+        let own = state.llm.circuit.as_ref().map(|c| (c, ""));
+        let shared = fleet
+            .and_then(|f| f.held.as_ref())
+            .map(|c| (c, " by the fleet"));
+        if let Some((c, by)) = own
+            .into_iter()
+            .chain(shared)
+            .find(|(c, _)| protocol::is_open(c, now))
         {
             return Err((
                 Outcome::Held,
                 format!(
-                    "provider held until {} ({}): {}",
+                    "provider held{by} until {} ({}): {}",
                     c.until.to_rfc3339(),
                     c.class.as_str(),
                     c.advice
@@ -328,12 +333,19 @@ impl Work<'_> {
             ));
         }
         let reserve = self.reservation(state, s, settings);
-        if let Err(why) = budget::admit(&mut state.llm.budget, settings.daily_budget, reserve, now)
-        {
+        // A fleet's budget is one for all its projects: what the others
+        // spent today is not this project's to spend.
+        let others = fleet.map_or(0.0, |f| f.others_spent.max(0.0));
+        let limit = (settings.daily_budget - others).max(0.0);
+        if let Err(why) = budget::admit(&mut state.llm.budget, limit, reserve, now) {
+            let fleet = match fleet {
+                Some(_) => format!(" (the fleet's, less ${others:.4} its other projects spent)"),
+                None => String::new(),
+            };
             return Err((
                 Outcome::Deferred,
                 format!(
-                    "{why}: ${:.4} spent today, this call could cost ${reserve:.4} of the ${:.2} limit",
+                    "{why}: ${:.4} spent today, this call could cost ${reserve:.4} of the ${:.2} limit{fleet}",
                     budget::spent_today(&state.llm.budget),
                     settings.daily_budget
                 ),

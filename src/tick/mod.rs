@@ -23,7 +23,9 @@ mod waiting;
 
 use anyhow::Result;
 
-pub use config::{AdvisorSettings, LegacyEvidence, TickConfig, current_evidence, legacy_evidence};
+pub use config::{
+    AdvisorSettings, FleetShare, LegacyEvidence, TickConfig, current_evidence, legacy_evidence,
+};
 pub use facts::{
     Current, DEFAULT_MAX_FILE_BYTES, Judging, SUMMARY_RULES, content_hash, current_fingerprint,
     fingerprint_of, review_due, status_of,

@@ -2,17 +2,22 @@
 //! listing, filtered, sharded, and ticked one after the other, each with a
 //! state of its own under `--state-dir` and exactly the single-project tick.
 //!
-//! What a fleet shares is not built yet: each project counts its own
-//! `--daily-budget` and holds its own circuit (see docs/fleet.md).
+//! What the projects share (one `--daily-budget`, the provider's circuit)
+//! is the fleet's ledger (`ledger`).
+
+mod ledger;
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Result, bail};
+use chrono::Utc;
 use sha2::{Digest, Sha256};
 
 use crate::cli::{Environment, SourceKind, TickArgs};
 use crate::exit;
 use crate::source::gitlab::{GitLabSource, GroupProject};
+use crate::tick::FleetShare;
+pub use ledger::Ledger;
 
 /// A glob over a project's path with namespace: `*` within a segment.
 pub fn path_glob(pattern: &str) -> Result<globset::Glob, String> {
@@ -101,6 +106,10 @@ pub fn run(args: TickArgs, tick: &dyn Fn(TickArgs) -> Result<u8>) -> Result<u8> 
         shard(&args, &lookup)?,
     )?;
     let found = discover(&args, &group)?;
+    let now = args.now.unwrap_or_else(Utc::now);
+    let loaded = Ledger::load(&dir)?;
+    let mut ledger = loaded.clone();
+    ledger.roll(now);
     let mut tally = Tally::default();
     let mine: Vec<&GroupProject> = found
         .projects
@@ -108,7 +117,15 @@ pub fn run(args: TickArgs, tick: &dyn Fn(TickArgs) -> Result<u8>) -> Result<u8> 
         .filter(|p| selection.takes(p))
         .collect();
     for p in &mine {
-        tick_one(&args, p, &dir, tick, &mut tally);
+        let share = ledger.share(p.id, now);
+        if tick_one(&args, p, &dir, share, tick, &mut tally) {
+            ledger.take_in(p.id, &state_path(&dir, p.id), now);
+        }
+    }
+    // A quiet fleet writes nothing but its projects' no-op journals.
+    let learned = ledger.spent != loaded.spent || ledger.circuit != loaded.circuit;
+    if learned && !args.dry_run {
+        ledger.save(&dir)?;
     }
     summary(&group, &found, mine.len(), &selection, &tally);
     Ok(match (&tally.failed[..], tally.wake) {
@@ -136,14 +153,16 @@ fn discover(args: &TickArgs, group: &str) -> Result<crate::source::gitlab::Disco
     Ok(found)
 }
 
-/// One project's tick, exactly as a single-project tick of it would run.
+/// One project's tick, exactly as a single-project tick of it would run,
+/// with the fleet's share; whether it woke (and so may have spent).
 fn tick_one(
     args: &TickArgs,
     p: &GroupProject,
     dir: &Path,
+    share: FleetShare,
     tick: &dyn Fn(TickArgs) -> Result<u8>,
     tally: &mut Tally,
-) {
+) -> bool {
     let name = crate::report::escape::terminal(&p.path_with_namespace).into_owned();
     let Some(branch) = args
         .source
@@ -153,10 +172,11 @@ fn tick_one(
     else {
         eprintln!("sentinel: {name} (#{}): no repository yet, skipped", p.id);
         tally.skipped += 1;
-        return;
+        return false;
     };
     let mut one = args.clone();
     one.fleet = crate::cli::FleetArgs::default();
+    one.share = Some(share);
     one.source.source = Some(SourceKind::Gitlab);
     one.source.project = Some(p.id.to_string());
     one.source.branch = Some(branch);
@@ -167,6 +187,7 @@ fn tick_one(
         Ok(code @ 10..=17) => {
             tally.woke += 1;
             tally.wake = Some(tally.wake.map_or(code, |w| w.min(code)));
+            return true;
         }
         Ok(_) => tally.busy += 1,
         Err(e) => {
@@ -175,6 +196,7 @@ fn tick_one(
             tally.failed.push(format!("{name} (#{})", p.id));
         }
     }
+    false
 }
 
 /// Where a project's state lives: by its numeric id, which a rename or a
