@@ -708,6 +708,12 @@ pub struct FleetArgs {
     /// CI_NODE_TOTAL when GitLab sets them, else the whole group.
     #[arg(long, env = "SENTINEL_SHARD", help_heading = FLEET, value_name = "K/N", value_parser = parse_shard)]
     pub shard: Option<(u32, u32)>,
+    /// Projects ticked at once.
+    ///
+    /// Their head lookups overlap, so a quiet group costs its slowest requests,
+    /// not their sum. An agent (`--agent`) ticks one project at a time.
+    #[arg(long, env = "SENTINEL_JOBS", help_heading = FLEET, value_name = "N", default_value_t = 8)]
+    pub jobs: usize,
     /// Exit 1 when any project's tick fails, not only when the fleet cannot run.
     #[arg(
         long,
@@ -729,6 +735,9 @@ pub struct TickArgs {
     /// Set by a fleet for each project's tick, never on the command line.
     #[arg(skip)]
     pub share: Option<crate::tick::FleetShare>,
+    /// The project a fleet's tick is about, named in its line.
+    #[arg(skip)]
+    pub label: Option<String>,
     /// Move a state of another scope to this tick's on purpose.
     ///
     /// A state belongs to one source, project, branch and path; a tick of

@@ -1,115 +1,58 @@
-//! What a fleet's projects share, kept beside their states in
-//! `DIR/fleet.json`: each project's spend of the UTC day, so that
-//! `--daily-budget` is one budget for the fleet, and the provider's circuit
-//! as a project left it open, so that a quota wall seen once holds every
-//! other project too.
+//! The fleet's ledger: its book (`tick::FleetBook`: each project's spend of
+//! the UTC day, the provider's circuit) kept beside the projects' states in
+//! `DIR/fleet.json` from one run to the next.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Result, anyhow, bail};
-use chrono::{DateTime, NaiveDate, Utc};
-use serde::{Deserialize, Serialize};
+use chrono::{DateTime, Utc};
 
-use crate::llm::protocol::{self, Circuit};
 use crate::state::safe_fs;
-use crate::tick::FleetShare;
+use crate::tick::FleetBook;
 
 /// The most bytes a ledger may hold: a day's spend of many thousand projects.
 const MAX_LEDGER_BYTES: u64 = 4 << 20;
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Ledger {
-    /// The UTC day `spent` counts.
-    #[serde(default)]
-    pub day: Option<NaiveDate>,
-    /// Each project's spend on `day` (USD), by numeric id.
-    #[serde(default)]
-    pub spent: BTreeMap<u64, f64>,
-    /// The provider's circuit as a project last left it open.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub circuit: Option<Circuit>,
+pub fn path(dir: &Path) -> PathBuf {
+    dir.join("fleet.json")
 }
 
-impl Ledger {
-    pub fn path(dir: &Path) -> PathBuf {
-        dir.join("fleet.json")
-    }
-
-    /// The ledger under `dir`; a missing one is empty, a damaged one an
-    /// error that names it (the fleet would otherwise forget its spend).
-    pub fn load(dir: &Path) -> Result<Ledger> {
-        let path = Ledger::path(dir);
-        let read = safe_fs::read_bounded(&path, MAX_LEDGER_BYTES)
-            .map_err(|e| anyhow!("cannot read the fleet ledger `{}`: {e}", path.display()))?;
-        let Some(bytes) = read else {
-            return Ok(Ledger::default());
-        };
-        let ledger: Ledger = serde_json::from_slice(&bytes).map_err(|e| {
+/// The book under `dir`, on `now`'s UTC day: a missing ledger is empty, a
+/// damaged one an error that names it (the fleet would otherwise forget
+/// its spend), and another day's spend is not today's.
+pub fn load(dir: &Path, now: DateTime<Utc>) -> Result<FleetBook> {
+    let path = path(dir);
+    let read = safe_fs::read_bounded(&path, MAX_LEDGER_BYTES)
+        .map_err(|e| anyhow!("cannot read the fleet ledger `{}`: {e}", path.display()))?;
+    let mut book: FleetBook = match read {
+        None => FleetBook::default(),
+        Some(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
             anyhow!(
                 "the fleet ledger `{}` is damaged ({e}); restore it, or move it away to count today's fleet spend from 0",
                 path.display()
             )
-        })?;
-        if ledger.spent.values().any(|v| !v.is_finite() || *v < 0.0) {
-            bail!(
-                "the fleet ledger `{}` holds a spend that is negative or not a number; restore it, or move it away",
-                path.display()
-            );
-        }
-        Ok(ledger)
+        })?,
+    };
+    if book.spent.values().any(|v| !v.is_finite() || *v < 0.0) {
+        bail!(
+            "the fleet ledger `{}` holds a spend that is negative or not a number; restore it, or move it away",
+            path.display()
+        );
     }
+    let today = now.date_naive();
+    if book.day != Some(today) {
+        book.day = Some(today);
+        book.spent.clear();
+    }
+    Ok(book)
+}
 
-    pub fn save(&self, dir: &Path) -> Result<()> {
-        let path = Ledger::path(dir);
-        std::fs::create_dir_all(dir)?;
-        let bytes = serde_json::to_vec(self)?;
-        safe_fs::replace(&path, &bytes, None)
-            .map_err(|e| anyhow!("cannot write the fleet ledger `{}`: {e}", path.display()))
-    }
-
-    /// A new UTC day counts from 0.
-    pub fn roll(&mut self, now: DateTime<Utc>) {
-        let today = now.date_naive();
-        if self.day != Some(today) {
-            self.day = Some(today);
-            self.spent.clear();
-        }
-    }
-
-    /// What project `id` may know of the fleet before its tick.
-    pub fn share(&self, id: u64, now: DateTime<Utc>) -> FleetShare {
-        let all: f64 = self.spent.values().sum();
-        let own = self.spent.get(&id).copied().unwrap_or(0.0);
-        FleetShare {
-            others_spent: (all - own).max(0.0),
-            held: self.circuit.clone().filter(|c| protocol::is_open(c, now)),
-        }
-    }
-
-    /// Take in what a project's state says after a tick that woke: its
-    /// spend today, and its circuit when open and longer than the fleet's.
-    pub fn take_in(&mut self, id: u64, state: &Path, now: DateTime<Utc>) {
-        let Ok(Some(state)) = crate::state::store::load(state) else {
-            return;
-        };
-        let mut budget = state.llm.budget.clone();
-        crate::gate::budget::roll(&mut budget, now);
-        let spent = crate::gate::budget::spent_today(&budget);
-        if spent.is_finite() && spent > 0.0 {
-            self.spent.insert(id, spent);
-        }
-        let open = |c: &Circuit| protocol::is_open(c, now);
-        if let Some(c) = state.llm.circuit.filter(open)
-            && self
-                .circuit
-                .as_ref()
-                .is_none_or(|f| !open(f) || f.until < c.until)
-        {
-            self.circuit = Some(c);
-        }
-    }
+pub fn save(dir: &Path, book: &FleetBook) -> Result<()> {
+    let path = path(dir);
+    std::fs::create_dir_all(dir)?;
+    let bytes = serde_json::to_vec(book)?;
+    safe_fs::replace(&path, &bytes, None)
+        .map_err(|e| anyhow!("cannot write the fleet ledger `{}`: {e}", path.display()))
 }
 
 #[cfg(test)]
@@ -121,25 +64,32 @@ mod tests {
     }
 
     #[test]
-    fn a_project_sees_what_the_others_spent_today_and_a_new_day_starts_at_0() {
-        let mut l = Ledger::default();
-        l.roll(t("2026-06-16T10:00:00Z"));
-        l.spent.insert(1, 0.3);
-        l.spent.insert(2, 0.5);
-        assert_eq!(l.share(1, t("2026-06-16T11:00:00Z")).others_spent, 0.5);
-        assert_eq!(l.share(3, t("2026-06-16T11:00:00Z")).others_spent, 0.8);
-        l.roll(t("2026-06-17T00:00:00Z"));
-        assert_eq!(l.share(3, t("2026-06-17T00:01:00Z")).others_spent, 0.0);
+    fn a_project_sees_what_the_others_spent_and_a_new_day_starts_at_0() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut book = load(dir.path(), t("2026-06-16T10:00:00Z")).unwrap();
+        book.spent.insert(1, 0.3);
+        book.spent.insert(2, 0.5);
+        book.pending.insert(3, 0.1);
+        assert!((book.others(1) - 0.6).abs() < 1e-12);
+        save(dir.path(), &book).unwrap();
+        let same_day = load(dir.path(), t("2026-06-16T23:00:00Z")).unwrap();
+        assert!(
+            (same_day.others(3) - 0.8).abs() < 1e-12,
+            "pending is never saved"
+        );
+        let next_day = load(dir.path(), t("2026-06-17T00:00:00Z")).unwrap();
+        assert_eq!(next_day.others(3), 0.0);
     }
 
     #[test]
     fn a_damaged_or_negative_ledger_is_named_not_read_as_zero() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(Ledger::path(dir.path()), b"{not json").unwrap();
-        let e = Ledger::load(dir.path()).unwrap_err().to_string();
+        let now = t("2026-06-16T10:00:00Z");
+        std::fs::write(path(dir.path()), b"{not json").unwrap();
+        let e = load(dir.path(), now).unwrap_err().to_string();
         assert!(e.contains("fleet.json") && e.contains("damaged"), "{e}");
-        std::fs::write(Ledger::path(dir.path()), br#"{"spent":{"1":-5}}"#).unwrap();
-        let e = Ledger::load(dir.path()).unwrap_err().to_string();
+        std::fs::write(path(dir.path()), br#"{"spent":{"1":-5}}"#).unwrap();
+        let e = load(dir.path(), now).unwrap_err().to_string();
         assert!(e.contains("negative"), "{e}");
     }
 }

@@ -83,15 +83,45 @@ pub struct AdvisorSettings {
     pub fleet: Option<FleetShare>,
 }
 
-/// The share of a fleet's ledger a project's tick sees: the fleet's
-/// `--daily-budget` is one budget for all its projects, and a circuit one
-/// project opened holds the provider for every other.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// A project's place in its fleet: its id, and the book every project of
+/// the fleet reads and writes while it ticks (they may tick at once).
+#[derive(Debug, Clone)]
 pub struct FleetShare {
-    /// What the fleet's other projects spent today (USD).
-    pub others_spent: f64,
-    /// The provider's circuit as the fleet last saw it open.
-    pub held: Option<crate::llm::protocol::Circuit>,
+    pub id: u64,
+    pub book: std::sync::Arc<std::sync::Mutex<FleetBook>>,
+}
+
+/// What a fleet's projects share: `--daily-budget` is one budget for all of
+/// them, and a circuit one project opened holds the provider for every
+/// other. Kept across runs in the fleet's ledger (`fleet::ledger`).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FleetBook {
+    /// The UTC day `spent` counts.
+    #[serde(default)]
+    pub day: Option<chrono::NaiveDate>,
+    /// Each project's spend on `day` (USD), by numeric id.
+    #[serde(default)]
+    pub spent: std::collections::BTreeMap<u64, f64>,
+    /// The provider's circuit as a project last left it open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub circuit: Option<crate::llm::protocol::Circuit>,
+    /// What calls under way reserved, by project: never saved.
+    #[serde(skip)]
+    pub pending: std::collections::BTreeMap<u64, f64>,
+}
+
+impl FleetBook {
+    /// What the fleet's other projects spent today or hold for a call.
+    pub fn others(&self, id: u64) -> f64 {
+        let sum = |m: &std::collections::BTreeMap<u64, f64>| -> f64 {
+            m.iter()
+                .filter(|(k, _)| **k != id)
+                .map(|(_, v)| v.max(0.0))
+                .sum()
+        };
+        sum(&self.spent) + sum(&self.pending)
+    }
 }
 
 /// The evidence version of this build's rules and policy. The advisor is not
