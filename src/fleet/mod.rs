@@ -147,6 +147,7 @@ fn tick_all(
         Some(_) => 1,
         None => args.fleet.jobs.max(1),
     };
+    let calls = Arc::new(Mutex::new(()));
     let next = AtomicUsize::new(0);
     let tally = Mutex::new(Tally::default());
     std::thread::scope(|scope| {
@@ -156,6 +157,7 @@ fn tick_all(
                     let share = FleetShare {
                         id: p.id,
                         book: book.clone(),
+                        calls: calls.clone(),
                     };
                     let ended = tick_one(args, p, dir, share, tick);
                     tally.lock().unwrap_or_else(|e| e.into_inner()).add(ended);

@@ -89,6 +89,10 @@ pub struct AdvisorSettings {
 pub struct FleetShare {
     pub id: u64,
     pub book: std::sync::Arc<std::sync::Mutex<FleetBook>>,
+    /// Held through a call to the model: the fleet's projects tick at once,
+    /// but call one after the other, so each sees the budget and the
+    /// circuit the call before it left (a quota wall costs one call).
+    pub calls: std::sync::Arc<std::sync::Mutex<()>>,
 }
 
 /// What a fleet's projects share: `--daily-budget` is one budget for all of

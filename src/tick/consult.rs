@@ -26,6 +26,10 @@ impl Work<'_> {
         bytes: Option<Vec<u8>>,
     ) -> Result<Judgement> {
         let settings = self.settings(state);
+        let fleet = settings.fleet.clone();
+        let _one_call_at_a_time = fleet
+            .as_ref()
+            .map(|f| f.calls.lock().unwrap_or_else(|e| e.into_inner()));
         self.check_real_price(state, &settings)?;
         let reserve = match self.preflight(state, s, &settings) {
             Ok(reserve) => reserve,
