@@ -66,6 +66,8 @@ mod retries;
 mod sandbox;
 #[path = "e2e/scheduler.rs"]
 mod scheduler;
+#[path = "e2e/state_bounds.rs"]
+mod state_bounds;
 #[path = "e2e/state_layout.rs"]
 mod state_layout;
 #[path = "e2e/stuck_ends.rs"]

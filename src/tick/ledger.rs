@@ -35,6 +35,7 @@ use crate::gate::costs;
 use crate::llm::client::{Action, Answer, Call, Outcome as CallOutcome};
 use crate::llm::protocol::Class;
 use crate::publish::WriteLog;
+use crate::state::bounds::add_count;
 use crate::state::decisions::{Answered, Entry, Journal, Line, content_id};
 use crate::state::storage::Storage;
 use crate::state::{JournalMark, Outcome, Proposal, State};
@@ -193,7 +194,7 @@ fn spend(
         model,
         u64::from(attempts),
     );
-    state.llm.attempts += u64::from(attempts);
+    state.llm.attempts = add_count(state.llm.attempts, u64::from(attempts));
 }
 
 impl Work<'_> {
