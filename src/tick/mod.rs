@@ -5,6 +5,7 @@
 //! (consulting the advisor only where local policy cannot decide), save and
 //! report. Every early exit is visible at its stage.
 
+mod clock;
 mod config;
 mod consult;
 mod early;
@@ -113,7 +114,8 @@ pub fn run(cfg: &TickConfig, fx: &mut Effects) -> Result<TickReport> {
     // it loaded is kept to compare with once the source was asked.
     let outage = (look.verdict.reason == Reason::ShaUnavailable).then(|| state.clone());
     let journal = fx.storage.journal_read()?;
-    let upgraded = identity::upgrade(&mut state, cfg);
+    let mut upgraded: Vec<String> = identity::upgrade(&mut state, cfg).into_iter().collect();
+    upgraded.extend(clock::reset_jumps(&mut state, cfg.now));
     waiting::adopt(&mut state, cfg.now);
     let capped = state.llm.budget.capped;
     let mut work = Work::new(cfg, &look, fx);

@@ -114,3 +114,23 @@ fn calls_today_at_u64_max_is_damage_not_a_count_that_wraps_to_zero() {
     let sb = hand_edited("\"calls_today\":1", "\"calls_today\":18446744073709551615");
     refused_as_damage(&sb, "llm.budget.calls_today");
 }
+
+#[test]
+fn a_tick_at_2036_then_one_today_resets_the_budget_day() {
+    let sb = Sandbox::with_files(&["a.js"]);
+    let agent = agent_costing(&sb, "0.5");
+    tick(&sb, "2036-01-01T00:00:00Z", &agent, 10);
+    assert_eq!(state(&sb)["llm"]["budget"]["day"], "2036-01-01");
+    edit(&sb, 1);
+    let out = tick(&sb, &at(10), &agent, 12);
+    let said = notes(&out.json());
+    assert!(said.contains("clock jump"), "{}", out.stderr);
+    assert!(said.contains("2036-01-01"), "{said}");
+    let budget = &state(&sb)["llm"]["budget"];
+    assert_eq!(budget["day"], "2026-06-16", "{budget}");
+    assert_eq!(budget["measured_today"], 0.5, "only today's call: {budget}");
+    // Said once: the reset state no longer holds the jump.
+    edit(&sb, 2);
+    let out = tick(&sb, &at(20), &agent, 12);
+    assert!(!notes(&out.json()).contains("clock jump"), "{}", out.stderr);
+}
