@@ -16,6 +16,8 @@ mod agents;
 mod bounds;
 #[path = "e2e/canaries.rs"]
 mod canaries;
+#[path = "e2e/careful_record.rs"]
+mod careful_record;
 #[path = "e2e/costs.rs"]
 mod costs;
 #[path = "e2e/dashboard.rs"]
