@@ -363,23 +363,11 @@ impl GitLabBranch {
 
 impl Patcher for GitLabBranch {
     fn commit(&mut self, path: &str, content: &str, message: &str) -> Result<String, String> {
-        let token = self.cfg.token.as_ref().map(|t| t.expose().to_string());
-        let mut get = self
-            .agent
-            .get(&self.url(&format!("repository/branches/{}", encode(&self.branch))));
-        if let Some(t) = &token {
-            get = get.header("PRIVATE-TOKEN", t);
-        }
-        let exists = match get.call() {
-            Ok(r) if r.status().as_u16() == 200 => true,
-            Ok(r) if r.status().as_u16() == 404 => false,
-            Ok(r) => {
-                return Err(format!(
-                    "GitLab answered the branch lookup with {}",
-                    r.status().as_u16()
-                ));
-            }
-            Err(e) => return Err(crate::http::transport_message(&e)),
+        let branch = self.url(&format!("repository/branches/{}", encode(&self.branch)));
+        let exists = match self.send("GET", &branch, None)?.0 {
+            200 => true,
+            404 => false,
+            s => return Err(format!("GitLab answered the branch lookup with {s}")),
         };
         let mut body = serde_json::json!({
             "branch": self.branch,
@@ -389,23 +377,8 @@ impl Patcher for GitLabBranch {
         if !exists {
             body["start_branch"] = crate::branch::gitlab_name(&self.cfg.branch).into();
         }
-        let mut post = self.agent.post(&self.url("repository/commits"));
-        if let Some(t) = &token {
-            post = post.header("PRIVATE-TOKEN", t);
-        }
-        let mut r = post
-            .header("Content-Type", "application/json")
-            .send(body.to_string())
-            .map_err(|e| crate::http::transport_message(&e))?;
-        let status = r.status().as_u16();
-        let answer: serde_json::Value = r
-            .body_mut()
-            .with_config()
-            .limit(4 << 20)
-            .read_to_vec()
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .unwrap_or(serde_json::Value::Null);
+        // Through `gitlab_send`, where every request's words are redacted.
+        let (status, answer) = self.send("POST", &self.url("repository/commits"), Some(body))?;
         match status {
             200..=299 => Ok(answer["id"].as_str().unwrap_or("committed").to_string()),
             401 | 403 => Err(format!(
