@@ -13,10 +13,12 @@ mod gitlab_sandbox;
 mod holds;
 pub mod merge_request;
 mod sandbox;
+pub mod strangers;
 mod temp_index;
 
 pub use merge_request::Review;
 pub use sandbox::Carried;
+pub use strangers::Stranger;
 
 /// The default sandbox branch.
 pub const SANDBOX: &str = "sentinel-sandbox";
@@ -50,6 +52,24 @@ pub trait Patcher {
     /// The command that would take the sandbox's proposals, for the tick's line.
     fn merge_hint(&self) -> Option<String> {
         None
+    }
+    /// The commits of the sandbox branch after `base` that are not `own`
+    /// (sentinel's commits, as it remembers them), oldest first: none when
+    /// the branch holds exactly what sentinel says, or does not exist.
+    fn strangers(&mut self, base: &str, own: &[String]) -> Result<Vec<Stranger>, String> {
+        let _ = (base, own);
+        Ok(Vec::new())
+    }
+    /// Whether people work on the sandbox branch too (a merge request on
+    /// GitLab): a stranger there stops proposing until a person resolves
+    /// it. A branch that is sentinel's own (git) is rebuilt without it.
+    fn shared(&self) -> bool {
+        false
+    }
+    /// Build nothing more on the sandbox this tick: every commit and
+    /// rebuild answers `why`, and the merge request is left as it is.
+    fn stop(&mut self, why: String) {
+        let _ = why;
     }
     /// Keep the sandbox's one merge request up to date: `page` describes
     /// the open proposals, `None` closes it; `known` is the one the state
@@ -322,6 +342,10 @@ impl Patcher for GitBranch {
         self.rebuild_on(base, chain)
     }
 
+    fn strangers(&mut self, base: &str, own: &[String]) -> Result<Vec<Stranger>, String> {
+        self.strangers_on(base, own)
+    }
+
     fn merge_hint(&self) -> Option<String> {
         let name = self.branch.strip_prefix(crate::branch::HEADS);
         Some(format!("git merge {}", name.unwrap_or(&self.branch)))
@@ -336,6 +360,8 @@ pub struct GitLabBranch {
     pub branch: String,
     /// `--merge-request`: keep one merge request of the sandbox branch.
     pub merge_request: bool,
+    /// Why nothing more is built on the branch this tick (`Patcher::stop`).
+    stopped: Option<String>,
 }
 
 impl GitLabBranch {
@@ -349,6 +375,7 @@ impl GitLabBranch {
             cfg,
             branch,
             merge_request: false,
+            stopped: None,
         })
     }
 
@@ -363,6 +390,9 @@ impl GitLabBranch {
 
 impl Patcher for GitLabBranch {
     fn commit(&mut self, path: &str, content: &str, message: &str) -> Result<String, String> {
+        if let Some(why) = &self.stopped {
+            return Err(why.clone());
+        }
         let branch = self.url(&format!("repository/branches/{}", encode(&self.branch)));
         let exists = match self.send("GET", &branch, None)?.0 {
             200 => true,
@@ -407,7 +437,22 @@ impl Patcher for GitLabBranch {
     }
 
     fn rebuild(&mut self, base: &str, chain: &[Carried]) -> Result<Vec<Option<String>>, String> {
+        if let Some(why) = &self.stopped {
+            return Err(why.clone());
+        }
         self.rebuild_on(base, chain)
+    }
+
+    fn strangers(&mut self, base: &str, own: &[String]) -> Result<Vec<Stranger>, String> {
+        self.strangers_on(base, own)
+    }
+
+    fn shared(&self) -> bool {
+        true
+    }
+
+    fn stop(&mut self, why: String) {
+        self.stopped = Some(why);
     }
 
     fn review(
@@ -416,7 +461,7 @@ impl Patcher for GitLabBranch {
         title: &str,
         page: Option<&str>,
     ) -> Result<Option<Review>, String> {
-        if !self.merge_request {
+        if !self.merge_request || self.stopped.is_some() {
             return Ok(None);
         }
         self.review_on(known, title, page).map(Some)

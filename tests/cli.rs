@@ -68,6 +68,8 @@ mod reliability;
 mod retries;
 #[path = "e2e/sandbox.rs"]
 mod sandbox;
+#[path = "e2e/sandbox_strangers.rs"]
+mod sandbox_strangers;
 #[path = "e2e/scheduler.rs"]
 mod scheduler;
 #[path = "e2e/state_bounds.rs"]

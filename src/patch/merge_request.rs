@@ -50,17 +50,35 @@ impl GitLabBranch {
         }
     }
 
-    /// An open merge request of these branches that a person or an earlier
-    /// tick opened: adopted rather than duplicated.
+    /// An open merge request of these branches that an earlier tick opened
+    /// (its state lost): adopted rather than duplicated. One a person
+    /// opened is theirs: never adopted, its title and description never
+    /// overwritten; the tick says so and opens none.
     fn find_open(&self) -> Result<Option<u64>, String> {
+        let target = crate::branch::gitlab_name(&self.cfg.branch);
         let url = self.url(&format!(
             "merge_requests?state=opened&source_branch={}&target_branch={}&per_page=1",
             encode(&self.branch),
-            encode(crate::branch::gitlab_name(&self.cfg.branch))
+            encode(target)
         ));
-        match self.send("GET", &url, None)? {
-            (200, Value::Array(list)) => Ok(list.first().and_then(|m| m["iid"].as_u64())),
-            (s, answer) => Err(self.refused("find", s, &answer)),
+        let found = match self.send("GET", &url, None)? {
+            (200, Value::Array(list)) => list.into_iter().next(),
+            (s, answer) => return Err(self.refused("find", s, &answer)),
+        };
+        let Some(mr) = found else {
+            return Ok(None);
+        };
+        let iid = mr["iid"].as_u64();
+        let sentinels = mr["description"]
+            .as_str()
+            .is_some_and(|d| d.starts_with(OPENING));
+        match iid {
+            Some(iid) if sentinels => Ok(Some(iid)),
+            _ => Err(format!(
+                "merge request !{} from `{}` to `{target}` was not opened by sentinel; it is left as it is, and sentinel opens none beside it: close it, or choose another --sandbox-branch",
+                iid.unwrap_or_default(),
+                crate::report::escape::terminal(&self.branch)
+            )),
         }
     }
 
@@ -116,6 +134,10 @@ impl GitLabBranch {
     }
 }
 
+/// How every description sentinel writes begins: how it knows its own
+/// merge request when the state that remembered it was lost.
+pub const OPENING: &str = "Proposed by sentinel:";
+
 /// The most bytes of a description: GitLab's limit is 1,048,576 characters.
 pub const MAX_DESCRIPTION_BYTES: usize = 1_000_000;
 
@@ -137,8 +159,8 @@ pub fn title(n: usize) -> String {
 /// fingerprint, every text from the model escaped as Markdown.
 pub fn description(listed: &[Listed<'_>]) -> String {
     use crate::report::escape::{code, markdown};
-    let mut out = String::from(
-        "Proposed by sentinel: one commit per file on this branch, based on the watched branch's tip.\n\n",
+    let mut out = format!(
+        "{OPENING} one commit per file on this branch, based on the watched branch's tip.\n\n"
     );
     let mut left = 0;
     for (i, l) in listed.iter().enumerate() {

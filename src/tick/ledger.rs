@@ -174,6 +174,12 @@ impl Ledger {
     pub(super) fn down(&self) -> Option<&str> {
         self.down.as_deref()
     }
+
+    /// The sandbox commits the journal recorded: sentinel's own, even
+    /// when the state saved after them was lost.
+    pub(super) fn sandbox_commits(&self) -> impl Iterator<Item = String> + '_ {
+        self.sandbox.values().flatten().cloned()
+    }
 }
 
 /// Count a call the state lacks: its cost when the budget counted it, and

@@ -235,6 +235,9 @@ struct Work<'a> {
     /// whether that rebuilt it.
     sandbox_tip: Option<String>,
     sandbox_rebuilt: bool,
+    /// The sandbox holds commits sentinel did not make: rebuilt without
+    /// them (git), or nothing built on it this tick (a shared branch).
+    sandbox_strangers: Option<sandbox::Strangers>,
     evidence: &'a str,
     fresh: u64,
     reads: u64,
@@ -352,6 +355,7 @@ impl<'a> Work<'a> {
             sandbox_added: Vec::new(),
             sandbox_tip: None,
             sandbox_rebuilt: false,
+            sandbox_strangers: None,
             evidence: &cfg.evidence,
             fresh: 0,
             reads: 0,

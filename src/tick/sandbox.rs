@@ -68,11 +68,90 @@ fn wanted(state: &State, added: &[(String, String)]) -> Vec<(String, String)> {
     out
 }
 
+/// What `check_sandbox` found on the sandbox branch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Strangers {
+    /// On a branch that is sentinel's own: rebuilt without them.
+    RebuildWithout,
+    /// On a shared branch: nothing built on it until a person resolves them.
+    Stopped,
+}
+
+/// The sandbox commits sentinel knows are its own: the remembered chain's,
+/// the open proposals', and those the decision journal recorded.
+fn own_commits(state: &State, journal: impl Iterator<Item = String>) -> Vec<String> {
+    let chain = state.llm.sandbox.iter().flat_map(|c| c.commits.iter());
+    let proposed = state
+        .llm
+        .proposals
+        .values()
+        .filter_map(|p| p.patch_commit.as_ref());
+    chain
+        .map(|(_, id)| id.clone())
+        .chain(proposed.cloned())
+        .chain(journal)
+        .collect()
+}
+
 impl Work<'_> {
+    /// Before anything is built on the sandbox (invariant 23): it must be
+    /// the base sentinel remembers (the watched tip when it remembers none)
+    /// plus its own commits. A commit it did not make is named; then the
+    /// sandbox is rebuilt without it, or, where people work on the branch
+    /// too, nothing is built on it and the merge request is left as it is.
+    fn check_sandbox(&mut self, state: &State) {
+        let own = own_commits(state, self.ledger.sandbox_commits());
+        let Some(patcher) = self.patcher.as_mut() else {
+            return;
+        };
+        let base = match state.llm.sandbox.as_ref().filter(|c| !c.base.is_empty()) {
+            Some(c) => c.base.clone(),
+            None => match patcher.watched_tip() {
+                Ok(Some(tip)) => tip,
+                // Said by `follow_sandbox`, which asks again.
+                _ => return,
+            },
+        };
+        let target = patcher.target();
+        let shared = patcher.shared();
+        let found = match patcher.strangers(&base, &own) {
+            Ok(found) if found.is_empty() => return,
+            Ok(found) => crate::patch::strangers::describe(&target, &found),
+            Err(why) => format!("cannot tell what sandbox {target} holds: {why}"),
+        };
+        let (what, next) = if shared {
+            (
+                Strangers::Stopped,
+                "nothing is committed or rebuilt on it, and its merge request is left as it is, until a person removes them from the branch or merges them; the proposals wait",
+            )
+        } else {
+            (
+                Strangers::RebuildWithout,
+                "not built upon: rebuilt without them on the watched tip (`git branch <name> <commit>` keeps one)",
+            )
+        };
+        let note = format!("{found}; {next}");
+        if shared {
+            patcher.stop(note.clone());
+        }
+        self.writes.push(WriteLog {
+            kind: "sandbox",
+            target,
+            ok: false,
+            detail: note.clone(),
+        });
+        self.notes.push(note);
+        self.sandbox_strangers = Some(what);
+    }
+
     /// Make the sandbox follow the watched tip; a failure is reported and
     /// the next wake tries again.
     pub(super) fn follow_sandbox(&mut self, state: &mut State) -> Option<SandboxReport> {
         let added = std::mem::take(&mut self.sandbox_added);
+        if self.sandbox_strangers == Some(Strangers::Stopped) {
+            // Said by `check_sandbox`; the state keeps what it remembers.
+            return None;
+        }
         let patcher = self.patcher.as_mut()?;
         let want = wanted(state, &added);
         // Carried before judging, or a merge request still to close.
@@ -151,15 +230,21 @@ impl Work<'_> {
     /// Before judging: carry the open proposals to the watched tip, so that
     /// this tick's new commits land on it and are not made twice.
     pub(super) fn prepare_sandbox(&mut self, state: &mut State) {
+        if self.patcher.is_none() {
+            return;
+        }
+        self.check_sandbox(state);
+        let rebuild_without = self.sandbox_strangers == Some(Strangers::RebuildWithout);
         let Some(patcher) = self.patcher.as_mut() else {
             return;
         };
         let want = wanted(state, &[]);
-        let had = state
-            .llm
-            .sandbox
-            .as_ref()
-            .is_some_and(|c| !c.commits.is_empty());
+        let had = rebuild_without
+            || state
+                .llm
+                .sandbox
+                .as_ref()
+                .is_some_and(|c| !c.commits.is_empty());
         if want.is_empty() && !had {
             return;
         }
@@ -191,7 +276,10 @@ impl Work<'_> {
     ) -> Result<(Vec<(String, String)>, bool), String> {
         let as_built = state.llm.sandbox.as_ref().filter(|c| c.base == base);
         let physical = as_built.map(|c| c.commits.iter().chain(added).cloned().collect::<Vec<_>>());
-        if physical.as_ref() == Some(&want) {
+        // What the state says the branch holds is trusted only when the
+        // branch was found holding exactly that.
+        let strangers = self.sandbox_strangers == Some(Strangers::RebuildWithout);
+        if physical.as_ref() == Some(&want) && !strangers {
             return Ok((want, false));
         }
         let chain: Vec<Carried> = want
@@ -206,7 +294,10 @@ impl Work<'_> {
             return Err("no sandbox".into());
         };
         match patcher.rebuild(base, &chain) {
-            Ok(made) => Ok((self.rebuilt(state, want, made), true)),
+            Ok(made) => {
+                self.sandbox_strangers = None;
+                Ok((self.rebuilt(state, want, made), true))
+            }
             Err(why) => Err(format!(
                 "not rebuilt on {}: {why}; tried again on the next wake",
                 short_id(base)
