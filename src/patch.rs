@@ -53,11 +53,18 @@ pub trait Patcher {
     fn merge_hint(&self) -> Option<String> {
         None
     }
-    /// The commits of the sandbox branch after `base` that are not `own`
-    /// (sentinel's commits, as it remembers them), oldest first: none when
-    /// the branch holds exactly what sentinel says, or does not exist.
-    fn strangers(&mut self, base: &str, own: &[String]) -> Result<Vec<Stranger>, String> {
-        let _ = (base, own);
+    /// The commits of the sandbox branch after `base` (the base it was
+    /// built on) and not in the watched `tip` (where a merged one went)
+    /// that are not `own` (sentinel's commits, as it remembers them),
+    /// oldest first: none when the branch holds exactly what sentinel
+    /// says, or does not exist.
+    fn strangers(
+        &mut self,
+        base: &str,
+        tip: &str,
+        own: &[String],
+    ) -> Result<Vec<Stranger>, String> {
+        let _ = (base, tip, own);
         Ok(Vec::new())
     }
     /// Whether people work on the sandbox branch too (a merge request on
@@ -342,8 +349,13 @@ impl Patcher for GitBranch {
         self.rebuild_on(base, chain)
     }
 
-    fn strangers(&mut self, base: &str, own: &[String]) -> Result<Vec<Stranger>, String> {
-        self.strangers_on(base, own)
+    fn strangers(
+        &mut self,
+        base: &str,
+        tip: &str,
+        own: &[String],
+    ) -> Result<Vec<Stranger>, String> {
+        self.strangers_on(base, tip, own)
     }
 
     fn merge_hint(&self) -> Option<String> {
@@ -443,8 +455,15 @@ impl Patcher for GitLabBranch {
         self.rebuild_on(base, chain)
     }
 
-    fn strangers(&mut self, base: &str, own: &[String]) -> Result<Vec<Stranger>, String> {
-        self.strangers_on(base, own)
+    fn strangers(
+        &mut self,
+        _base: &str,
+        tip: &str,
+        own: &[String],
+    ) -> Result<Vec<Stranger>, String> {
+        // GitLab's compare lists what the branch holds beyond its merge
+        // base with the tip, which holds the base.
+        self.strangers_on(tip, own)
     }
 
     fn shared(&self) -> bool {

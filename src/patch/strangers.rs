@@ -60,9 +60,14 @@ fn not_own(on_branch: Vec<String>, own: &[String]) -> Vec<String> {
 }
 
 impl GitBranch {
-    /// The commits of the sandbox branch after `base` that are not `own`:
-    /// `git rev-list base..branch`, then one `git show` per named one.
-    pub(super) fn strangers_on(&self, base: &str, own: &[String]) -> Result<Vec<Stranger>, String> {
+    /// The commits of the sandbox branch in neither `base` nor `tip` that
+    /// are not `own`: one `git rev-list`, then two git calls per named one.
+    pub(super) fn strangers_on(
+        &self,
+        base: &str,
+        tip: &str,
+        own: &[String],
+    ) -> Result<Vec<Stranger>, String> {
         let reference = crate::branch::sandbox_ref(&self.branch)?;
         if self
             .git(&["rev-parse", "--verify", "-q", &reference], None, None)
@@ -70,8 +75,12 @@ impl GitBranch {
         {
             return Ok(Vec::new());
         }
-        let range = format!("{base}..{reference}");
-        let listed = self.git(&["rev-list", "--reverse", &range], None, None)?;
+        let (not_base, not_tip) = (format!("^{base}"), format!("^{tip}"));
+        let listed = self.git(
+            &["rev-list", "--reverse", &reference, &not_base, &not_tip],
+            None,
+            None,
+        )?;
         let ids = not_own(listed.lines().map(str::to_string).collect(), own);
         let mut out = Vec::with_capacity(ids.len().min(NAMED));
         for id in &ids {
@@ -115,13 +124,13 @@ impl GitBranch {
 }
 
 impl GitLabBranch {
-    /// The same over GitLab's compare API (`from` the base `to` the
+    /// The same over GitLab's compare API (`from` the watched tip `to` the
     /// sandbox branch), then one commit diff per named stranger. A sandbox
     /// branch that does not exist holds no stranger.
-    pub(super) fn strangers_on(&self, base: &str, own: &[String]) -> Result<Vec<Stranger>, String> {
+    pub(super) fn strangers_on(&self, tip: &str, own: &[String]) -> Result<Vec<Stranger>, String> {
         let url = self.url(&format!(
             "repository/compare?from={}&to={}",
-            encode(base),
+            encode(tip),
             encode(&self.branch)
         ));
         let listed = match self.send("GET", &url, None)? {

@@ -99,23 +99,20 @@ impl Work<'_> {
     /// plus its own commits. A commit it did not make is named; then the
     /// sandbox is rebuilt without it, or, where people work on the branch
     /// too, nothing is built on it and the merge request is left as it is.
-    fn check_sandbox(&mut self, state: &State) {
+    /// Returns the watched tip, when it could be read.
+    fn check_sandbox(&mut self, state: &State) -> Option<String> {
         let own = own_commits(state, self.ledger.sandbox_commits());
-        let Some(patcher) = self.patcher.as_mut() else {
-            return;
-        };
+        let patcher = self.patcher.as_mut()?;
+        // Unknown: said by `follow_sandbox`, which asks again.
+        let tip = patcher.watched_tip().ok().flatten()?;
         let base = match state.llm.sandbox.as_ref().filter(|c| !c.base.is_empty()) {
             Some(c) => c.base.clone(),
-            None => match patcher.watched_tip() {
-                Ok(Some(tip)) => tip,
-                // Said by `follow_sandbox`, which asks again.
-                _ => return,
-            },
+            None => tip.clone(),
         };
         let target = patcher.target();
         let shared = patcher.shared();
-        let found = match patcher.strangers(&base, &own) {
-            Ok(found) if found.is_empty() => return,
+        let found = match patcher.strangers(&base, &tip, &own) {
+            Ok(found) if found.is_empty() => return Some(tip),
             Ok(found) => crate::patch::strangers::describe(&target, &found),
             Err(why) => format!("cannot tell what sandbox {target} holds: {why}"),
         };
@@ -142,6 +139,7 @@ impl Work<'_> {
         });
         self.notes.push(note);
         self.sandbox_strangers = Some(what);
+        Some(tip)
     }
 
     /// Make the sandbox follow the watched tip; a failure is reported and
@@ -233,11 +231,8 @@ impl Work<'_> {
         if self.patcher.is_none() {
             return;
         }
-        self.check_sandbox(state);
+        let tip = self.check_sandbox(state);
         let rebuild_without = self.sandbox_strangers == Some(Strangers::RebuildWithout);
-        let Some(patcher) = self.patcher.as_mut() else {
-            return;
-        };
         let want = wanted(state, &[]);
         let had = rebuild_without
             || state
@@ -248,7 +243,7 @@ impl Work<'_> {
         if want.is_empty() && !had {
             return;
         }
-        let Ok(Some(base)) = patcher.watched_tip() else {
+        let Some(base) = tip else {
             // Said by `follow_sandbox`, which asks again.
             return;
         };

@@ -134,6 +134,18 @@ fn a_reviewer_commit_on_the_merge_request_branch_is_named_and_never_discarded() 
     let r = gitlab_tick(&sb, &gl, &ai, 4);
     assert!(notes(&r).contains("did not make"), "{r}");
     assert_eq!(sb.repo.git(&["rev-parse", "sentinel-sandbox"]), suggestion);
+    // A person merges the merge request, suggestion and all: resolved.
+    sb.repo.git(&[
+        "merge",
+        "-q",
+        "--no-ff",
+        "-m",
+        "merge !1",
+        "sentinel-sandbox",
+    ]);
+    gl.mark_merged(1);
+    let r = gitlab_tick(&sb, &gl, &ai, 6);
+    assert!(!notes(&r).contains("did not make"), "{r}");
 }
 
 #[test]
