@@ -123,6 +123,12 @@ pub fn commit_message(path: &str, reason: &str, fingerprint: &str) -> String {
     )
 }
 
+/// A full SHA-1 or SHA-256 commit id, as a peer may only send one: any
+/// other text (of any length) is not kept in the state as one.
+pub fn is_commit_id(id: &str) -> bool {
+    (id.len() == 40 || id.len() == 64) && id.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
 /// Check a proposed content before it is committed.
 pub fn validate(current: &[u8], proposed: &str, limit: u64) -> Result<(), String> {
     if proposed.len() as u64 > limit {
@@ -422,7 +428,12 @@ impl Patcher for GitLabBranch {
         // Through `gitlab_send`, where every request's words are redacted.
         let (status, answer) = self.send("POST", &self.url("repository/commits"), Some(body))?;
         match status {
-            200..=299 => Ok(answer["id"].as_str().unwrap_or("committed").to_string()),
+            // The id is kept in the state: only an object id is taken.
+            200..=299 => Ok(answer["id"]
+                .as_str()
+                .filter(|id| is_commit_id(id))
+                .unwrap_or("committed")
+                .to_string()),
             401 | 403 => Err(format!(
                 "GitLab refused the patch ({status}): committing needs a token with the api scope and Developer access"
             )),
@@ -430,7 +441,10 @@ impl Patcher for GitLabBranch {
                 "GitLab refused the patch ({s}{}); tried again on a later wake",
                 answer["message"]
                     .as_str()
-                    .map(|m| format!(": {m}"))
+                    .map(|m| format!(
+                        ": {}",
+                        merge_request::peer_text(m, merge_request::MAX_MESSAGE_CHARS)
+                    ))
                     .unwrap_or_default()
             )),
         }
@@ -490,6 +504,15 @@ impl Patcher for GitLabBranch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_commit_id_from_a_peer_is_kept_only_when_it_is_an_object_id() {
+        assert!(is_commit_id(&"a1".repeat(20)));
+        assert!(is_commit_id(&"0f".repeat(32)));
+        assert!(!is_commit_id(&"a".repeat(3 << 20)));
+        assert!(!is_commit_id("committed"));
+        assert!(!is_commit_id(&"g".repeat(40)));
+    }
 
     #[test]
     fn a_proposal_is_validated_before_it_is_committed() {

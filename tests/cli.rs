@@ -58,6 +58,8 @@ mod outages;
 mod paid_once;
 #[path = "e2e/patches.rs"]
 mod patches;
+#[path = "e2e/peer_lengths.rs"]
+mod peer_lengths;
 #[path = "e2e/peer_redaction.rs"]
 mod peer_redaction;
 #[path = "e2e/properties.rs"]

@@ -34,7 +34,7 @@ impl GitLabBranch {
             "GitLab refused to {what} the merge request ({status}{}){hint}",
             answer["message"]
                 .as_str()
-                .map(|m| format!(": {}", crate::redact::text(m)))
+                .map(|m| format!(": {}", peer_text(m, MAX_MESSAGE_CHARS)))
                 .unwrap_or_default()
         )
     }
@@ -85,7 +85,7 @@ impl GitLabBranch {
     fn edit(&self, iid: u64, body: Value) -> Result<String, String> {
         let url = self.url(&format!("merge_requests/{iid}"));
         match self.send("PUT", &url, Some(body))? {
-            (200..=299, answer) => Ok(answer["web_url"].as_str().unwrap_or_default().to_string()),
+            (200..=299, answer) => Ok(web_url(&answer)),
             (s, answer) => Err(self.refused("edit", s, &answer)),
         }
     }
@@ -123,15 +123,34 @@ impl GitLabBranch {
         });
         match self.send("POST", &self.url("merge_requests"), Some(body))? {
             (200..=299, answer) => match answer["iid"].as_u64() {
-                Some(iid) => Ok(Review::Opened(
-                    iid,
-                    answer["web_url"].as_str().unwrap_or_default().to_string(),
-                )),
+                Some(iid) => Ok(Review::Opened(iid, web_url(&answer))),
                 None => Err("GitLab's new merge request has no iid".into()),
             },
             (s, answer) => Err(self.refused("open", s, &answer)),
         }
     }
+}
+
+/// The most characters of a merge request's address sentinel repeats (in
+/// its line, its notes and `--json`): a peer may send any length, and a
+/// real address is far shorter.
+pub const MAX_URL_CHARS: usize = 2_000;
+/// The most characters of a message GitLab sends with a refusal.
+pub const MAX_MESSAGE_CHARS: usize = 500;
+
+/// Text a peer sent, as sentinel repeats it: redacted, its control
+/// characters escaped, at most `max` characters.
+pub fn peer_text(text: &str, max: usize) -> String {
+    let redacted = crate::redact::text(text);
+    crate::llm::bounds::cap(&crate::report::escape::terminal(&redacted), max)
+}
+
+/// The merge request's `web_url`, bounded.
+fn web_url(answer: &Value) -> String {
+    peer_text(
+        answer["web_url"].as_str().unwrap_or_default(),
+        MAX_URL_CHARS,
+    )
 }
 
 /// How every description sentinel writes begins: how it knows its own
