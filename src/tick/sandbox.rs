@@ -77,10 +77,12 @@ pub(super) enum Strangers {
     Stopped,
 }
 
-/// The sandbox commits sentinel knows are its own: the remembered chain's,
-/// the open proposals', and those the decision journal recorded.
+/// The sandbox commits sentinel knows are its own: the remembered chain's
+/// and those it left on the branch, the open proposals', and those the
+/// decision journal recorded.
 fn own_commits(state: &State, journal: impl Iterator<Item = String>) -> Vec<String> {
     let chain = state.llm.sandbox.iter().flat_map(|c| c.commits.iter());
+    let left = state.llm.sandbox.iter().flat_map(|c| c.left.iter());
     let proposed = state
         .llm
         .proposals
@@ -88,9 +90,36 @@ fn own_commits(state: &State, journal: impl Iterator<Item = String>) -> Vec<Stri
         .filter_map(|p| p.patch_commit.as_ref());
     chain
         .map(|(_, id)| id.clone())
+        .chain(left.cloned())
         .chain(proposed.cloned())
         .chain(journal)
         .collect()
+}
+
+/// The most commits remembered as left on the branch.
+const MAX_LEFT: usize = 100;
+
+/// Keep the chain as built on `base`. When the branch was not rewritten
+/// (`rebuilt` false) and the chain dropped commits, the branch may still
+/// hold them: they are remembered in `left` until a rewrite removes them.
+fn remember_chain(state: &mut State, base: String, commits: Vec<(String, String)>, rebuilt: bool) {
+    let kept = state.llm.sandbox.take().unwrap_or_default();
+    let mut left = if rebuilt { Vec::new() } else { kept.left };
+    if !rebuilt {
+        for (_, id) in &kept.commits {
+            if !commits.iter().any(|(_, c)| c == id) && !left.contains(id) {
+                left.push(id.clone());
+            }
+        }
+        let extra = left.len().saturating_sub(MAX_LEFT);
+        left.drain(..extra);
+    }
+    state.llm.sandbox = Some(SandboxChain {
+        base,
+        commits,
+        left,
+        ..kept
+    });
 }
 
 impl Work<'_> {
@@ -204,12 +233,7 @@ impl Work<'_> {
             merge: self.patcher.as_ref().and_then(|p| p.merge_hint()),
             merge_request: None,
         };
-        let kept = state.llm.sandbox.take().unwrap_or_default();
-        state.llm.sandbox = Some(SandboxChain {
-            base,
-            commits,
-            ..kept
-        });
+        remember_chain(state, base, commits, rebuilt);
         report.merge_request = self.review(state);
         if report.rebuilt {
             self.writes.push(WriteLog {
@@ -248,12 +272,7 @@ impl Work<'_> {
             return;
         };
         if let Ok((commits, rebuilt)) = self.commits_on(state, &base, want, &[]) {
-            let kept = state.llm.sandbox.take().unwrap_or_default();
-            state.llm.sandbox = Some(SandboxChain {
-                base: base.clone(),
-                commits,
-                ..kept
-            });
+            remember_chain(state, base.clone(), commits, rebuilt);
             self.sandbox_rebuilt = rebuilt;
             self.sandbox_tip = Some(base);
         }
@@ -274,7 +293,12 @@ impl Work<'_> {
         // What the state says the branch holds is trusted only when the
         // branch was found holding exactly that.
         let strangers = self.sandbox_strangers == Some(Strangers::RebuildWithout);
-        if physical.as_ref() == Some(&want) && !strangers {
+        let left = state
+            .llm
+            .sandbox
+            .as_ref()
+            .is_some_and(|c| !c.left.is_empty());
+        if physical.as_ref() == Some(&want) && !strangers && !left {
             return Ok((want, false));
         }
         let chain: Vec<Carried> = want
@@ -288,6 +312,12 @@ impl Work<'_> {
         let Some(patcher) = self.patcher.as_mut() else {
             return Err("no sandbox".into());
         };
+        if want.is_empty() && patcher.shared() {
+            // GitLab cannot point a branch at the tip without a commit: the
+            // branch is left as it is, no rebuild is claimed, and what it
+            // still holds is remembered (`remember_chain`).
+            return Ok((Vec::new(), false));
+        }
         match patcher.rebuild(base, &chain) {
             Ok(made) => {
                 self.sandbox_strangers = None;

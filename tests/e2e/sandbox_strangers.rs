@@ -192,3 +192,44 @@ fn a_merge_request_a_person_opened_is_neither_adopted_nor_overwritten() {
         "{r}"
     );
 }
+
+#[test]
+fn after_the_last_proposal_goes_the_next_is_built_on_the_tip_alone() {
+    let sb = Sandbox::with_files(&["a.js", "b.js"]);
+    let gl = sb.gitlab();
+    let ai = FakeOpenAi::start();
+    ai.answer_always(evolve());
+    // One file a tick: a.js is proposed, b.js waits in the backlog.
+    let r = gitlab_tick(&sb, &gl, &ai, 0);
+    assert_eq!(r["pending"], 1, "{r}");
+    // A person edits a.js, the model finds it fine: no proposal is left,
+    // the merge request is closed, and GitLab's branch keeps its commit.
+    sb.repo
+        .write(&format!("{WATCHED}/a.js"), "// a.js, by a person\n");
+    sb.repo.commit("a person edits a");
+    ai.answer_always(Reply::skip("fine as it is"));
+    let r = gitlab_tick(&sb, &gl, &ai, 2);
+    assert_eq!(gl.merge_requests()[0]["state"], "closed", "{r}");
+    let claimed = r["writes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|w| w["kind"] == "sandbox" && w["ok"] == true);
+    assert!(!claimed, "no rebuild was made, none is reported: {r}");
+    // The backlog's b.js is proposed on the same tip: built on the tip
+    // alone, the left commit neither carried nor named as a stranger.
+    ai.answer_always(evolve());
+    let r = gitlab_tick(&sb, &gl, &ai, 4);
+    assert_eq!(r["files"][0]["path"], format!("{WATCHED}/b.js"), "{r}");
+    assert!(!notes(&r).contains("did not make"), "{r}");
+    let listed: Vec<&str> = r["sandbox"]["commits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["commit"].as_str().unwrap())
+        .collect();
+    let held = sb
+        .repo
+        .git(&["rev-list", "--reverse", "main..sentinel-sandbox"]);
+    assert_eq!(held.lines().collect::<Vec<_>>(), listed, "{r}");
+}
