@@ -455,6 +455,11 @@ impl Patcher for GitLabBranch {
     }
 
     fn holds(&mut self, path: &str, content: &str) -> Result<Option<String>, String> {
+        // A commit on a branch holding strangers may be a stranger's: it is
+        // never taken for sentinel's own.
+        if let Some(why) = &self.stopped {
+            return Err(why.clone());
+        }
         holds::on_gitlab(self, path, content)
     }
 
