@@ -219,14 +219,14 @@ mod tests {
     fn a_stranger_is_named_with_its_author_subject_and_files_escaped() {
         let s = Stranger {
             id: "0123456789abcdef".into(),
-            author: "Mallory <m@example.com>".into(),
+            author: "Intruder <intruder@example.com>".into(),
             subject: "ci: \u{1b}[2J speed up".into(),
             files: vec![".gitlab-ci.yml".into()],
             changed: 3,
         };
         assert_eq!(
             s.to_string(),
-            "0123456 by Mallory <m@example.com> \"ci: \\u{1b}[2J speed up\" (`.gitlab-ci.yml`, 2 more)"
+            "0123456 by Intruder <intruder@example.com> \"ci: \\u{1b}[2J speed up\" (`.gitlab-ci.yml`, 2 more)"
         );
         assert_eq!(
             not_own(

@@ -32,7 +32,12 @@ fn push_to_sandbox(sb: &Sandbox, file: &str, content: &str, subject: &str) -> St
         .git(&["worktree", "add", "-q", w, "sentinel-sandbox"]);
     fs::write(wt.join(file), content).unwrap();
     sb.repo.git(&["-C", w, "add", file]);
-    let who = ["-c", "user.name=Mallory", "-c", "user.email=m@example.com"];
+    let who = [
+        "-c",
+        "user.name=Intruder",
+        "-c",
+        "user.email=intruder@example.com",
+    ];
     sb.repo
         .git(&[&["-C", w][..], &who, &["commit", "-q", "-m", subject]].concat());
     let id = sb.repo.git(&["-C", w, "rev-parse", "HEAD"]);
@@ -68,7 +73,7 @@ fn a_foreign_commit_on_the_git_sandbox_is_named_and_not_built_upon() {
     let r = git_tick(&sb, &ai, 2);
     let said = notes(&r);
     assert!(said.contains("did not make"), "{r}");
-    assert!(said.contains("Mallory <m@example.com>"), "{said}");
+    assert!(said.contains("Intruder <intruder@example.com>"), "{said}");
     assert!(said.contains("ci: faster deploys"), "{said}");
     assert!(said.contains("`.gitlab-ci.yml`"), "{said}");
     assert!(!in_sandbox(&sb, &foreign), "built upon: {r}");
