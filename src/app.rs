@@ -689,7 +689,13 @@ fn run_reset(args: crate::cli::ResetArgs) -> Result<u8> {
     if done.changed {
         store::save(&path, &state)?;
     }
-    emit(format!("{}\n", done.lines.join("\n")))?;
+    // Paths and a peer's reason for the circuit: escaped, line by line.
+    let lines: Vec<_> = done
+        .lines
+        .iter()
+        .map(|l| crate::report::escape::terminal(l))
+        .collect();
+    emit(format!("{}\n", lines.join("\n")))?;
     Ok(crate::exit::NONE)
 }
 

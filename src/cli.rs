@@ -212,8 +212,9 @@ pub struct RecordArgs {
     /// Why, in words; kept with the decision.
     #[arg(long, help_heading = WORK, value_name = "TEXT")]
     pub reason: Option<String>,
-    /// What the agent's work on this file cost; joins today's budget.
-    #[arg(long, help_heading = ADVISOR, value_name = "USD")]
+    /// What the agent's work on this file cost; joins today's budget
+    /// (a number of dollars from 0 to 1000).
+    #[arg(long, help_heading = ADVISOR, value_name = "USD", value_parser = parse_cost)]
     pub cost_usd: Option<f64>,
     #[command(flatten)]
     pub source: SourceArgs,
@@ -1375,6 +1376,19 @@ fn parse_lock(s: &str) -> Result<String, String> {
         .map_err(|e| {
             format!("`{s}` is not a glob ({e}); escape `[`, `{{` and `\\` with a backslash")
         })
+}
+
+/// A cost a person gives: finite, not negative, at most the per-call
+/// ceiling; anything else is a mistake to fix, not a number to drop.
+fn parse_cost(s: &str) -> Result<f64, String> {
+    let max = crate::state::bounds::MAX_CALL_USD;
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && (0.0..=max).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "`{}` is not a cost: give a number of dollars from 0 to {max}, like 0.12",
+            crate::report::escape::terminal(s)
+        )),
+    }
 }
 
 fn parse_now(s: &str) -> Result<DateTime<Utc>, String> {
