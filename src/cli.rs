@@ -1537,8 +1537,8 @@ mod tests {
     }
 
     #[test]
-    fn every_flag_is_under_one_of_the_six_headings() {
-        let headings = [SOURCE, STATE, WORK, ADVISOR, REPORTS, SCHEDULING];
+    fn every_flag_is_under_one_of_the_seven_headings() {
+        let headings = [SOURCE, STATE, FLEET, WORK, ADVISOR, REPORTS, SCHEDULING];
         let cmd = Cli::command();
         for sub in cmd.get_subcommands() {
             for arg in sub.get_arguments() {

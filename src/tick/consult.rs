@@ -634,16 +634,20 @@ fn settle(
         budget::settle(&mut state.llm.budget, 0.0, false, now);
         Some(CostSource::CacheHit)
     } else if let Some(cost) = reported {
-        // Measured by whoever answered: better than any price table.
-        budget::settle(&mut state.llm.budget, cost, false, now);
-        real = Some(cost);
+        // Measured by whoever answered: better than any price table. A
+        // figure past the per-call ceiling is counted at it, but is no price
+        // to reserve by: it says the peer's number is not one.
+        if !budget::settle(&mut state.llm.budget, cost, false, now) {
+            real = Some(cost);
+        }
         Some(CostSource::Reported)
     } else {
         match (&call.usage, &settings.price) {
             (Some(usage), Some(price)) => {
                 let cost = prices::cost(price, usage);
-                budget::settle(&mut state.llm.budget, cost, false, now);
-                real = Some(cost);
+                if !budget::settle(&mut state.llm.budget, cost, false, now) {
+                    real = Some(cost);
+                }
                 Some(CostSource::PriceTable)
             }
             // Billed, but the real cost is unknown: count the estimate and say so.
