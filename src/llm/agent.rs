@@ -77,6 +77,16 @@ struct Reply {
     cost_usd: Option<f64>,
     #[serde(default)]
     usage: Option<ReplyUsage>,
+    /// What the agent's tool refused or reported on the way (a permission
+    /// denial, a rejected patch): a string or `{type, code, message}`.
+    /// Read when an EVOLVE left no edit, to say why.
+    #[serde(default)]
+    error: Option<serde_json::Value>,
+    /// The model requests the run made, as the agent's CLI counted them:
+    /// accepted so that adapters may say it; not yet counted in `stats`.
+    #[serde(default)]
+    #[allow(dead_code)]
+    requests: Option<u64>,
 }
 
 /// Token counts in the spellings agent CLIs print (OpenAI's or Codex's).
@@ -88,6 +98,17 @@ struct ReplyUsage {
     cached_tokens: u64,
     #[serde(default, alias = "output_tokens")]
     completion_tokens: u64,
+}
+
+/// What an EVOLVE left in the agent's worktree.
+enum Edit {
+    /// The file's new text.
+    Changed(String),
+    /// The file as it was handed over: nothing happened.
+    None,
+    /// Removed, or no longer text: a change sentinel cannot commit, kept
+    /// as a proposal without content.
+    Other,
 }
 
 pub struct AgentAdvisor {
@@ -187,7 +208,21 @@ impl AgentAdvisor {
             None if matches!(reply.action, super::client::Action::Skip) => None,
             // What the agent left is hostile input: refused, it is no answer.
             None => match self.edited(req) {
-                Ok(c) => c,
+                Ok(Edit::Changed(c)) => Some(c),
+                Ok(Edit::Other) => None,
+                // An EVOLVE is an edit that happened: one that did not is
+                // a failure, retried later, never an open proposal.
+                Ok(Edit::None) => {
+                    let note = no_edit(req.path, reply.error.as_ref(), &stderr);
+                    return Err((
+                        Failure::Agent {
+                            exit: None,
+                            body: note,
+                            stderr: String::new(),
+                        },
+                        usage,
+                    ));
+                }
                 Err(why) => return Err((Failure::BadResponse(why), None)),
             },
         };
@@ -201,18 +236,23 @@ impl AgentAdvisor {
     }
 
     /// What the agent wrote to the file in its worktree and left there,
-    /// committed or not, when it differs from what it was handed.
-    fn edited(&self, req: &AdviceRequest) -> Result<Option<String>, String> {
+    /// committed or not, compared with what it was handed.
+    fn edited(&self, req: &AdviceRequest) -> Result<Edit, String> {
         let Some(wt) = self.cfg.worktree.as_ref() else {
-            return Ok(None);
+            // Over the GitLab API only `content` carries an edit.
+            return Ok(Edit::None);
         };
         let Some(after) = wt.read(req.path)? else {
-            return Ok(None);
+            return Ok(Edit::Other);
         };
         let Ok(after) = String::from_utf8(after) else {
-            return Ok(None);
+            return Ok(Edit::Other);
         };
-        Ok((Some(after.as_str()) != req.text).then_some(after))
+        Ok(if Some(after.as_str()) == req.text {
+            Edit::None
+        } else {
+            Edit::Changed(after)
+        })
     }
 }
 
@@ -333,4 +373,65 @@ fn first_line(bytes: &[u8]) -> String {
     let text = crate::redact::text(&String::from_utf8_lossy(bytes));
     let line = text.lines().next().unwrap_or("no message").trim();
     line.chars().filter(|c| !c.is_control()).take(200).collect()
+}
+
+/// Longest quote of what the agent reported, in characters: the whole
+/// note must fit the 300 characters a failure's reason keeps.
+const MAX_REPORTED_CHARS: usize = 120;
+
+/// The note of an EVOLVE that changed nothing: what the agent's tool
+/// reported (the answer's `error`, else the end of its stderr), what kind
+/// of refusal that is when it can be told, and the next step.
+fn no_edit(path: &str, error: Option<&serde_json::Value>, stderr: &[u8]) -> String {
+    let reported = match error {
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(e @ serde_json::Value::Object(_)) => e
+            .get("message")
+            .and_then(|m| m.as_str())
+            .map_or_else(|| e.to_string(), str::to_string),
+        Some(other) => other.to_string(),
+        None => {
+            let text = String::from_utf8_lossy(stderr);
+            let lines: Vec<&str> = text
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect();
+            lines[lines.len().saturating_sub(2)..].join(" / ")
+        }
+    };
+    let kind = refusal_kind(&reported).map_or(String::new(), |k| format!(" ({k})"));
+    let said = if reported.trim().is_empty() {
+        "it reported nothing about why".to_string()
+    } else {
+        // Redacted before it is cut, so no piece of a secret survives the cut.
+        let clean: String = crate::redact::text(&reported)
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .take(MAX_REPORTED_CHARS)
+            .collect();
+        format!("it reported \"{clean}\"")
+    };
+    format!(
+        "EVOLVE without an edit{kind}: `{path}` is unchanged and the answer has no `content`; \
+         {said}; let the agent write its working copy (docs/agents.md)"
+    )
+}
+
+/// The refusals agent CLIs report when they may not write, named.
+fn refusal_kind(reported: &str) -> Option<&'static str> {
+    let text = reported.to_ascii_lowercase();
+    let kinds = [
+        ("read-only", "a read-only sandbox"),
+        ("eacces", "EACCES"),
+        ("permission_denials", "a permission denial"),
+        ("permission denied", "a permission denial"),
+        ("requested permissions", "a permission denial"),
+        ("not permitted", "a permission denial"),
+        ("patch rejected", "a rejected patch"),
+    ];
+    kinds
+        .iter()
+        .find(|(w, _)| text.contains(w))
+        .map(|(_, k)| *k)
 }

@@ -17,11 +17,17 @@ fn adapter(name: &str) -> String {
 
 /// A stub that records its arguments and prints `fixture`, exiting `code`.
 fn stub(sb: &mut Sandbox, tool: &str, fixture_name: &str, code: i32) {
+    stub_doing(sb, tool, fixture_name, code, "");
+}
+
+/// `stub`, running the shell commands `before` first (the edit the tool
+/// makes in its working copy).
+fn stub_doing(sb: &mut Sandbox, tool: &str, fixture_name: &str, code: i32, before: &str) {
     let args = sb.root().join(format!("{tool}-args"));
     sb.stub(
         tool,
         &format!(
-            "printf '%s\\0' \"$@\" > '{}'\ncat '{}'\nexit {code}",
+            "printf '%s\\0' \"$@\" > '{}'\n{before}\ncat '{}'\nexit {code}",
             args.display(),
             fixture(fixture_name)
         ),
@@ -88,7 +94,8 @@ fn claude_code_out_of_credit_is_a_quota_error_asked_once() {
 #[test]
 fn codex_behind_sentinel_answers_with_its_findings_and_usage() {
     let mut sb = Sandbox::with_files(&["a.js"]);
-    stub(&mut sb, "codex", "codex-success.jsonl", 0);
+    let edit = "printf 'export const a = 1;\\n' > \"$SENTINEL_FILE\"";
+    stub_doing(&mut sb, "codex", "codex-success.jsonl", 0, edit);
     let r = tick(&sb, "codex.sh", 10);
     let f = &r["files"][0];
     assert_eq!(f["outcome"], "evolve", "{f}");

@@ -541,3 +541,65 @@ fn a_planted_link_at_the_worktrees_gitignore_is_never_written_through() {
     assert_eq!(runs(&sb).len(), 1);
     assert!(!target.exists(), "sentinel wrote through the planted link");
 }
+
+/// An agent that answers EVOLVE but whose tool was refused the write: it
+/// says so in its answer's `error` (Claude Code's `permission_denials`) or
+/// on stderr (`EACCES` when it runs as another user), and leaves the file.
+fn refused_agent(sb: &Sandbox, error: &str, stderr: &str) -> String {
+    let log = sb.root().join("runs.log");
+    script(
+        sb,
+        "refused.sh",
+        &format!(
+            "echo \"$SENTINEL_FILE\" >> '{}'\ncat > /dev/null\necho '{stderr}' >&2\n\
+             printf '%s' '{{\"action\":\"EVOLVE\",\"reason\":\"the export has no name\",\"findings\":[]{error}}}'\n",
+            log.display()
+        ),
+    )
+    .display()
+    .to_string()
+}
+
+#[test]
+fn an_evolve_that_changed_nothing_is_a_failure_that_names_the_refusal() {
+    let cases = [
+        (
+            r#","error":{"type":"permission_denied","message":"claude refused 1 tool call (permission_denials): Edit"}"#,
+            "",
+            "(a permission denial)",
+            "permission_denials",
+        ),
+        (
+            "",
+            "sed: cannot open temporary file ./sedAbc: Permission denied (EACCES)",
+            "(EACCES)",
+            "sedAbc",
+        ),
+    ];
+    for (error, stderr, kind, quoted) in cases {
+        let sb = Sandbox::with_files(&["a.js", "b.js"]);
+        let cmd = refused_agent(&sb, error, stderr);
+        let r = tick(&sb, 0, &cmd, &["--fake-sleep"], 10);
+        let failed: Vec<&Value> = r["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["outcome"] == "failed")
+            .collect();
+        assert_eq!(failed.len(), 1, "{r}");
+        let reason = failed[0]["reason"].as_str().unwrap();
+        assert!(
+            reason.contains(&format!("EVOLVE without an edit {kind}")) && reason.contains(quoted),
+            "{reason}"
+        );
+        assert!(r["counts"].get("evolve").is_none(), "{r}");
+        // No proposal is open and nothing reached the sandbox branch.
+        assert_eq!(sb.stats()["llm"]["open_proposals"], json!([]));
+        let sandbox = sb.repo.git(&["branch", "--list", "sentinel-sandbox"]);
+        assert_eq!(sandbox.trim(), "", "{sandbox}");
+        // Retried later, once its wait has passed, although nothing changed.
+        let runs_before = runs(&sb).len();
+        tick(&sb, 24 * 60, &cmd, &["--fake-sleep"], 14);
+        assert!(runs(&sb).len() > runs_before, "{:?}", runs(&sb));
+    }
+}
