@@ -197,6 +197,7 @@ fn make_advisor(
             pass_env: args.llm.agent_env.clone(),
             fake_sleep: args.source.fake_sleep,
             pidfile: Some(store::sidecar(state, ".agent")),
+            failfile: Some(store::sidecar(state, ".agent-failed")),
         })));
     }
     let key = env.openai_api_key.as_ref()?;

@@ -13,10 +13,13 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::client::{AdviceRequest, Advisor, Answer, Attempt, Call, Finding, with_protocol};
+use super::client::{
+    AdviceRequest, Advisor, Answer, Attempt, Call, Finding, Outcome, with_protocol,
+};
 use super::contain::{self, Ended, Finished, Limits};
 use super::prices::Usage;
 use super::protocol::Failure;
+use super::repeat::{self, Repeats};
 use super::worktree::Worktree;
 
 /// Answers (and error bodies) longer than this are not an answer.
@@ -46,6 +49,9 @@ pub struct AgentConfig {
     /// Names the run while it lasts (beside the state), so the next tick
     /// ends what a killed sentinel left running.
     pub pidfile: Option<PathBuf>,
+    /// Keeps the last setup failure (beside the state), so that the same
+    /// failure on the next tick is a configuration error (`repeat`).
+    pub failfile: Option<PathBuf>,
 }
 
 /// The one JSON object on the agent's stdin.
@@ -119,6 +125,8 @@ pub struct AgentAdvisor {
     cost: Option<f64>,
     /// A command that cannot run at all: the tick stops with this.
     fatal: Option<String>,
+    /// The last setup failure, to tell a repeat.
+    repeats: Option<Repeats>,
 }
 
 impl AgentAdvisor {
@@ -129,12 +137,19 @@ impl AgentAdvisor {
         let path = std::env::var_os("PATH");
         let fatal = contain::cannot_start(&cfg.command, path.as_deref())
             .map(|why| cannot_run(&cfg.command, &why));
+        let repeats = cfg.failfile.clone().map(|f| {
+            let digest = repeat::config_digest(&cfg.command, &cfg.pass_env, std::env::vars());
+            Repeats::new(f, digest)
+        });
+        // The same failure twice in a row: loud on every tick, a no-op's too.
+        let fatal = fatal.or_else(|| repeats.as_ref().and_then(Repeats::standing));
         AgentAdvisor {
             cfg,
             calls: 0,
             waits: Vec::new(),
             cost: None,
             fatal,
+            repeats,
         }
     }
 
@@ -198,33 +213,14 @@ impl AgentAdvisor {
         if let Some(c) = reply.cost_usd.filter(|c| c.is_finite() && *c >= 0.0) {
             *self.cost.get_or_insert(0.0) += c;
         }
-        let usage = reply.usage.map(|u| Usage {
+        let usage = reply.usage.as_ref().map(|u| Usage {
             prompt_tokens: u.prompt_tokens,
             cached_tokens: u.cached_tokens.min(u.prompt_tokens),
             completion_tokens: u.completion_tokens,
         });
-        let content = match reply.content {
-            Some(c) => Some(c),
-            None if matches!(reply.action, super::client::Action::Skip) => None,
-            // What the agent left is hostile input: refused, it is no answer.
-            None => match self.edited(req) {
-                Ok(Edit::Changed(c)) => Some(c),
-                Ok(Edit::Other) => None,
-                // An EVOLVE is an edit that happened: one that did not is
-                // a failure, retried later, never an open proposal.
-                Ok(Edit::None) => {
-                    let note = no_edit(req.path, reply.error.as_ref(), &stderr);
-                    return Err((
-                        Failure::Agent {
-                            exit: None,
-                            body: note,
-                            stderr: String::new(),
-                        },
-                        usage,
-                    ));
-                }
-                Err(why) => return Err((Failure::BadResponse(why), None)),
-            },
+        let content = match self.content(req, &reply, &stderr) {
+            Ok(c) => c,
+            Err(failure) => return Err((failure, usage)),
         };
         let answer = Answer {
             action: reply.action,
@@ -233,6 +229,30 @@ impl AgentAdvisor {
             content,
         };
         Ok((answer, usage))
+    }
+
+    /// The file's new text: the answer's `content`, else what an EVOLVE
+    /// left in the worktree. An EVOLVE is an edit that happened: one that
+    /// did not is a failure, retried later, never an open proposal.
+    fn content(
+        &self,
+        req: &AdviceRequest,
+        reply: &Reply,
+        stderr: &[u8],
+    ) -> Result<Option<String>, Failure> {
+        if reply.content.is_some() || matches!(reply.action, super::client::Action::Skip) {
+            return Ok(reply.content.clone());
+        }
+        // What the agent left is hostile input: refused, it is no answer.
+        match self.edited(req).map_err(Failure::BadResponse)? {
+            Edit::Changed(c) => Ok(Some(c)),
+            Edit::Other => Ok(None),
+            Edit::None => Err(Failure::Agent {
+                exit: None,
+                body: no_edit(req.path, reply.error.as_ref(), stderr),
+                stderr: String::new(),
+            }),
+        }
     }
 
     /// What the agent wrote to the file in its worktree and left there,
@@ -253,6 +273,23 @@ impl AgentAdvisor {
         } else {
             Edit::Changed(after)
         })
+    }
+}
+
+impl AgentAdvisor {
+    /// Keep the call's failure, or forget the last one after an answer; the
+    /// same setup failure as the last tick's stops this tick.
+    fn remember(&mut self, call: &Call, file: &str) {
+        let Some(r) = self.repeats.as_mut() else {
+            return;
+        };
+        match &call.outcome {
+            Outcome::Answered(_) => r.answered(),
+            Outcome::Failed { class, reason, .. } if self.fatal.is_none() => {
+                self.fatal = r.failed(*class, reason, file);
+            }
+            Outcome::Failed { .. } => {}
+        }
     }
 }
 
@@ -299,6 +336,7 @@ impl Advisor for AgentAdvisor {
         });
         self.waits = waits;
         call.cost_usd = self.cost;
+        self.remember(&call, req.path);
         call
     }
 

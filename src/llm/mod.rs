@@ -8,5 +8,6 @@ pub mod contain;
 pub mod peers;
 pub mod prices;
 pub mod protocol;
+pub mod repeat;
 pub mod withhold;
 pub mod worktree;

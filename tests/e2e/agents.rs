@@ -597,9 +597,80 @@ fn an_evolve_that_changed_nothing_is_a_failure_that_names_the_refusal() {
         assert_eq!(sb.stats()["llm"]["open_proposals"], json!([]));
         let sandbox = sb.repo.git(&["branch", "--list", "sentinel-sandbox"]);
         assert_eq!(sandbox.trim(), "", "{sandbox}");
-        // Retried later, once its wait has passed, although nothing changed.
+        // Retried once its wait has passed, although nothing changed; a
+        // second refusal is a configuration error that names the fix.
         let runs_before = runs(&sb).len();
-        tick(&sb, 24 * 60, &cmd, &["--fake-sleep"], 14);
-        assert!(runs(&sb).len() > runs_before, "{:?}", runs(&sb));
+        let out = sb
+            .tick_cmd(&at(24 * 60))
+            .args(["--agent", &cmd, "--fake-sleep"])
+            .env("OPENAI_API_KEY", "sk-must-not-reach-the-agent")
+            .output();
+        expect_code(&out, 1);
+        assert_eq!(runs(&sb).len(), runs_before + 1, "{:?}", runs(&sb));
+        assert!(
+            out.stderr.contains("let the agent write its working copy"),
+            "{}",
+            out.stderr
+        );
     }
+}
+
+#[test]
+fn an_agent_failure_that_repeats_the_same_way_is_a_configuration_error_until_it_changes() {
+    let sb = Sandbox::with_files(&["a.js"]);
+    let log = sb.root().join("runs.log");
+    // Codex with a provider whose `env_key` sentinel withholds.
+    let cmd = script(
+        &sb,
+        "needs-key.sh",
+        &format!(
+            "echo \"$SENTINEL_FILE\" >> '{}'\ncat > /dev/null\n\
+             echo \"Error: Missing environment variable: OPENAI_API_KEY (run $$)\" >&2\nexit 1\n",
+            log.display()
+        ),
+    )
+    .display()
+    .to_string();
+    let r = tick(&sb, 0, &cmd, &["--fake-sleep"], 10);
+    assert_eq!(r["files"][0]["outcome"], "failed", "{r}");
+    assert_eq!(runs(&sb).len(), 1);
+    // The next try fails the same way: the tick stops and says what to do.
+    let out = sb
+        .tick_cmd(&at(24 * 60))
+        .args(["--agent", &cmd, "--fake-sleep"])
+        .env("OPENAI_API_KEY", "sk-must-not-reach-the-agent")
+        .output();
+    expect_code(&out, 1);
+    assert_eq!(runs(&sb).len(), 2);
+    assert!(
+        out.stderr
+            .contains("failed the same way on 2 ticks in a row")
+            && out.stderr.contains("--agent-env NAME"),
+        "{}",
+        out.stderr
+    );
+    // Every tick after it, a no-op's too, stops without running the agent.
+    for minute in [24 * 60 + 10, 48 * 60] {
+        let out = sb
+            .tick_cmd(&at(minute))
+            .args(["--agent", &cmd, "--fake-sleep"])
+            .env("OPENAI_API_KEY", "sk-must-not-reach-the-agent")
+            .output();
+        expect_code(&out, 1);
+        assert!(out.stderr.contains("configuration error"), "{}", out.stderr);
+    }
+    assert_eq!(runs(&sb).len(), 2);
+    // Another configuration is tried again.
+    let out = sb
+        .tick_cmd(&at(48 * 60 + 10))
+        .args([
+            "--agent",
+            &cmd,
+            "--fake-sleep",
+            "--agent-env",
+            "OPENAI_API_KEY",
+        ])
+        .output();
+    assert_ne!(out.code, 1, "{}", out.stderr);
+    assert_eq!(runs(&sb).len(), 3);
 }
