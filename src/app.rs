@@ -32,10 +32,14 @@ const DEFAULT_GITLAB_MAX_READS: usize = 100;
 pub fn run(mut cli: Cli) -> Result<u8> {
     crate::clone::resolve(&mut cli.command);
     // Before anything is read or printed: every output passes through it.
-    crate::redact::register(crate::redact::Secrets::from_env(
-        |k| std::env::var(k).ok(),
-        &peer_urls(&cli.command),
-    ));
+    let named = match &cli.command {
+        Command::Tick(a) => a.llm.agent_env.clone(),
+        _ => Vec::new(),
+    };
+    crate::redact::register(
+        crate::redact::Secrets::from_env(|k| std::env::var(k).ok(), &peer_urls(&cli.command))
+            .with_agent_keys(|k| std::env::var(k).ok(), &named),
+    );
     match cli.command {
         Command::Tick(args) => run_tick(args),
         Command::Stats(args) => run_stats(args),

@@ -674,3 +674,51 @@ fn an_agent_failure_that_repeats_the_same_way_is_a_configuration_error_until_it_
     assert_ne!(out.code, 1, "{}", out.stderr);
     assert_eq!(runs(&sb).len(), 3);
 }
+
+#[test]
+fn a_key_given_to_the_agent_that_it_writes_into_its_edit_is_refused_not_committed() {
+    let cases = [
+        (
+            "ANTHROPIC_API_KEY",
+            "sk-ant-api03-Q2xhdWRlS2V5Rm9yVGVzdHNPbmx5MTIzNDU2",
+            &[][..],
+        ),
+        (
+            "MY_GATEWAY_TOKEN",
+            "gw-7f3a9c2e41b84d6fa0e5c1d2b3a49876",
+            &["--agent-env", "MY_GATEWAY_TOKEN"][..],
+        ),
+    ];
+    for (name, value, extra) in cases {
+        let sb = Sandbox::with_files(&["a.js"]);
+        let cmd = script(
+            &sb,
+            "leaky.sh",
+            &format!(
+                "cat > /dev/null\nprintf '// key: %s\\n' \"${name}\" >> \"$SENTINEL_FILE\"\n\
+                 echo \"using ${name}\" >&2\n\
+                 printf '%s' '{{\"action\":\"EVOLVE\",\"reason\":\"configured the client\",\"findings\":[]}}'\n"
+            ),
+        )
+        .display()
+        .to_string();
+        let out = sb
+            .tick_cmd(&at(0))
+            .args(["--agent", &cmd])
+            .args(extra)
+            .env(name, value)
+            .output();
+        expect_code(&out, 10);
+        assert!(
+            !out.stdout.contains(value) && !out.stderr.contains(value),
+            "{name} printed: {}{}",
+            out.stdout,
+            out.stderr
+        );
+        let r = out.json();
+        let notes = r["notes"].to_string();
+        assert!(notes.contains("refused"), "{name}: {notes}");
+        let sandbox = sb.repo.git(&["log", "--all", "-p", "--format=%s"]);
+        assert!(!sandbox.contains(value), "{name} was committed: {sandbox}");
+    }
+}
