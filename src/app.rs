@@ -231,6 +231,15 @@ fn make_publisher(choice: &SourceChoice, args: &TickArgs) -> Result<Option<Box<d
     })
 }
 
+/// Who decides, remembered with each decision: the agent, or the model.
+/// `explain` names the same one, so it says the agent is asked again.
+fn advisor_id(llm: &crate::cli::LlmArgs) -> String {
+    match &llm.agent {
+        Some(_) => "agent".to_string(),
+        None => format!("openai:{}", llm.model),
+    }
+}
+
 /// The validated settings of this tick, from its flags and environment.
 fn tick_config(
     args: &TickArgs,
@@ -253,10 +262,7 @@ fn tick_config(
         now,
         advisor: advisor_on.then(|| AdvisorSettings {
             // Who decided, remembered with each decision: the agent, or the model.
-            id: match &args.llm.agent {
-                Some(_) => "agent".to_string(),
-                None => format!("openai:{}", args.llm.model),
-            },
+            id: advisor_id(&args.llm),
             daily_budget: args.llm.daily_budget,
             // An agent's cost is what it reports, else the per-call estimate.
             price: args.llm.agent.is_none().then(|| args.llm.price()).flatten(),
@@ -399,7 +405,7 @@ fn run_explain(args: ExplainArgs) -> Result<u8> {
     let advisor = args
         .llm
         .enabled(env.openai_api_key.is_some())?
-        .then(|| format!("openai:{}", args.llm.model));
+        .then(|| advisor_id(&args.llm));
     let limits = explain::Limits {
         max_rewrites: args.max_rewrites,
         now: args.now.unwrap_or_else(Utc::now),

@@ -722,3 +722,36 @@ fn a_key_given_to_the_agent_that_it_writes_into_its_edit_is_refused_not_committe
         assert!(!sandbox.contains(value), "{name} was committed: {sandbox}");
     }
 }
+
+#[test]
+fn explain_under_agent_names_the_agent_and_does_not_promise_a_model_call() {
+    let sb = Sandbox::with_files(&["a.js"]);
+    let cmd = agent(&sb, SKIP, 0);
+    tick(&sb, 0, &cmd, &[], 10);
+    let file = format!("{WATCHED}/a.js");
+    let out = sb
+        .sentinel([
+            "explain",
+            &file,
+            "--agent",
+            &cmd,
+            "--path",
+            WATCHED,
+            "--now",
+            &at(1),
+        ])
+        .arg("--repo")
+        .arg(&sb.repo.root)
+        .arg("--state")
+        .arg(&sb.state)
+        .env("OPENAI_API_KEY", "sk-must-not-reach-the-agent")
+        .output();
+    expect_code(&out, 0);
+    assert!(
+        !out.stdout.contains("advisor-changed") && !out.stdout.contains("openai:"),
+        "{}",
+        out.stdout
+    );
+    // The next tick is a no-op, as explain said.
+    tick(&sb, 2, &cmd, &[], 0);
+}
