@@ -50,12 +50,23 @@ PHRASES = [
 ]
 
 
+# The provider's HTTP status, as Claude Code reports it (`api_error_status`),
+# mapped to Anthropic's own error types.
+STATUS_TYPES = {400: "invalid_request_error", 401: "authentication_error",
+                403: "permission_error", 404: "not_found_error", 413: "request_too_large",
+                429: "rate_limit_error", 500: "api_error", 502: "api_error",
+                503: "overloaded_error", 529: "overloaded_error"}
+
+
+def phrase_type(message):
+    """The error type a tool's message says in words, or None."""
+    lowered = message.lower()
+    return next((t for words, t in PHRASES if any(w in lowered for w in words)), None)
+
+
 def fail(message, code=None, kind=None):
     """Print an error body sentinel can classify, and exit 1."""
-    lowered = message.lower()
-    if kind is None:
-        kind = next((t for words, t in PHRASES if any(w in lowered for w in words)),
-                    "agent_error")
+    kind = kind or phrase_type(message) or "agent_error"
     body = {"error": {"type": kind, "code": code, "message": message[:500]}}
     print(json.dumps(body))
     sys.exit(1)
@@ -150,8 +161,13 @@ def claude(request):
              "error_max_budget_usd", "insufficient_quota")
     if out.get("is_error") or subtype != "success":
         message = str(out.get("result") or subtype or "claude failed")
-        code = api_error(message) or (subtype if subtype != "success" else None)
-        fail(message, code)
+        # Its words first ("Credit balance is too low" is a 400), then the
+        # status: the code is the provider's error, never the subtype
+        # ("success" on every API error).
+        by_status = STATUS_TYPES.get(out.get("api_error_status"))
+        kind = phrase_type(message) or api_error(message) or by_status
+        code = api_error(message) or by_status or (subtype if subtype != "success" else None)
+        fail(message, code, kind)
     answer = answer_in(str(out.get("result", "")))
     if answer is None:
         # Not an answer: sentinel reads this as bad_response and retries once.
