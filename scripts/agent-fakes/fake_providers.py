@@ -47,7 +47,7 @@ def sse(events):
 def file_of(body):
     """The file the prompt names, and the working directory the CLI says."""
     text = json.dumps(body)
-    path = re.search(r"maintain one file of this repository: ([^\s\\\\]+)", text)
+    path = re.search(r"maintain one file of this repository: ([^\s\\\\\"]+)", text)
     cwd = re.search(r"[Ww]orking directory: ([^\s\\\\<]+)", text) or \
         re.search(r"<cwd>([^<]+)</cwd>", text)
     return (path.group(1) if path else "unknown"), (cwd.group(1) if cwd else ".")
@@ -123,17 +123,17 @@ def responses_turn(body):
     outputs = [i for i in body.get("input", []) if isinstance(i, dict)
                and i.get("type") in ("function_call_output", "custom_tool_call_output")]
     path, _ = file_of(body)
+    # Codex 0.169 offers `exec_command` (a shell command line); its edits
+    # go through the shell, inside its sandbox.
     if len(outputs) == 0:
-        return responses_stream([{"type": "function_call", "name": "shell",
+        return responses_stream([{"type": "function_call", "name": "exec_command",
                                   "call_id": "call_read",
-                                  "arguments": json.dumps({"command": ["cat", path]})}])
+                                  "arguments": json.dumps({"cmd": f"cat {path}"})}])
     if len(outputs) == 1:
-        patch = (f"*** Begin Patch\n*** Update File: {path}\n@@\n"
-                 + "".join(f"+{line}\n" for line in NEW_TEXT.splitlines()[:1])
-                 + "*** End Patch\n")
-        return responses_stream([{"type": "function_call", "name": "apply_patch",
-                                  "call_id": "call_patch",
-                                  "arguments": json.dumps({"input": patch})}])
+        write = f"printf '%s' '{NEW_TEXT}' > {path}"
+        return responses_stream([{"type": "function_call", "name": "exec_command",
+                                  "call_id": "call_write",
+                                  "arguments": json.dumps({"cmd": write})}])
     return responses_stream([{"type": "message", "role": "assistant", "id": "msg_fake",
                               "content": [{"type": "output_text", "text": ANSWER}]}])
 
@@ -186,6 +186,9 @@ class Handler(BaseHTTPRequestHandler):
             body = json.loads(raw or b"{}")
         except ValueError:
             body = {}
+        # The last request of each kind, to see what a new CLI version sends.
+        with open(f"{LOG}.last-body.json", "wb") as f:
+            f.write(raw)
         anthropic = self.path.split("?")[0].endswith("/messages")
         responses = self.path.split("?")[0].endswith("/responses")
         if not (anthropic or responses):
