@@ -150,11 +150,12 @@ def claude(request):
     # sentinel is the only retry loop: one run, one request per model turn.
     env = dict(os.environ, CLAUDE_CODE_MAX_RETRIES="0")
     done = run(claude_argv(request), env)
-    pass_stderr(done)
     try:
         out = json.loads(done.stdout)
     except ValueError:
+        # Its stderr is the message: not repeated as the adapter's own.
         fail((done.stderr or done.stdout or f"claude exited with {done.returncode}").strip())
+    pass_stderr(done)
     subtype = out.get("subtype")
     if subtype == "error_max_budget_usd":
         fail("the run reached --max-budget-usd, what today's budget had left",
@@ -257,7 +258,6 @@ def codex_refusal(item):
 
 def codex(request):
     done = run(codex_argv(request))
-    pass_stderr(done)
     text, usage, failed, errors, refused = None, None, None, [], []
     for line in done.stdout.splitlines():
         try:
@@ -276,8 +276,12 @@ def codex(request):
             failed = (event.get("error") or {}).get("message", "the turn failed")
         elif kind == "error":
             errors.append(str(event.get("message", "")))
+    if failed is None and errors == [] and usage is None and text is None:
+        # Its stderr is the message: not repeated as the adapter's own.
+        fail(done.stderr.strip() or "codex gave no answer")
+    pass_stderr(done)
     if failed is not None or (usage is None and text is None):
-        message = failed or "; ".join(errors) or done.stderr.strip() or "codex gave no answer"
+        message = failed or "; ".join(errors)
         fail(message, api_error(message))
     answer = answer_in(text or "")
     if answer is None:
