@@ -41,7 +41,12 @@ pub fn run(mut cli: Cli) -> Result<u8> {
             .with_agent_keys(|k| std::env::var(k).ok(), &named),
     );
     match cli.command {
-        Command::Tick(args) => run_tick(args),
+        // A fleet runs this very tick once per project of the group.
+        Command::Tick(args) if args.fleet.group.is_some() => {
+            refuse_nested_tick()?;
+            crate::fleet::run(*args, &run_tick)
+        }
+        Command::Tick(args) => run_tick(*args),
         Command::Stats(args) => run_stats(args),
         Command::Explain(args) => run_explain(args),
         Command::Simulate(args) => run_simulate(args),
@@ -410,13 +415,15 @@ fn run_explain(args: ExplainArgs) -> Result<u8> {
         max_rewrites: args.max_rewrites,
         now: args.now.unwrap_or_else(Utc::now),
     };
-    let e = explain::explain(
+    let mut e = explain::explain(
         &file,
         state.files.get(&file),
         &current,
         advisor.as_deref(),
         limits,
     );
+    e.provider = (state.llm.circuit.as_ref())
+        .and_then(|c| crate::llm::protocol::describe_hold(c, limits.now));
     if args.json {
         emit_json(&e)?;
     } else {

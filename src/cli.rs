@@ -20,6 +20,7 @@ const WORK: &str = "Work";
 const ADVISOR: &str = "Advisor";
 const REPORTS: &str = "Reports";
 const SCHEDULING: &str = "Scheduling";
+const FLEET: &str = "Fleet";
 
 const ABOUT: &str = "Keep a scheduled code-maintenance agent from going in circles.";
 
@@ -69,7 +70,7 @@ pub struct Cli {
 pub enum Command {
     /// Run one tick: look, decide whether to wake, do only the needed work, exit.
     #[command(after_help = TICK_AFTER)]
-    Tick(TickArgs),
+    Tick(Box<TickArgs>),
     /// Print the wake gate's and the novelty gate's counters.
     Stats(StatsArgs),
     /// Say why a file did or did not miss the cache.
@@ -570,7 +571,8 @@ pub struct SourceArgs {
         env = "SENTINEL_LOCK",
         help_heading = SOURCE,
         value_name = "GLOB",
-        value_delimiter = ','
+        value_delimiter = ',',
+        value_parser = parse_lock
     )]
     pub lock: Vec<String>,
     /// Record Retry-After waits instead of sleeping (for tests).
@@ -654,12 +656,76 @@ pub struct StateArg {
     pub state: Option<PathBuf>,
 }
 
+/// A fleet: every project of a GitLab group, each with a state of its own.
+#[derive(Debug, Clone, Default, Args)]
+pub struct FleetArgs {
+    /// Tick every project of this GitLab group (its id or full path).
+    ///
+    /// Subgroups are included and archived projects left out. Each project
+    /// keeps its own state under --state-dir, in a directory named by its
+    /// numeric id; its branch is --branch, else its default branch.
+    #[arg(
+        long,
+        env = "SENTINEL_GROUP",
+        help_heading = FLEET,
+        value_name = "GROUP",
+        requires = "state_dir"
+    )]
+    pub group: Option<String>,
+    /// Where a fleet keeps one state per project (`DIR/<id>/state.json`).
+    #[arg(long, env = "SENTINEL_STATE_DIR", help_heading = FLEET, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Only the group's projects with this topic.
+    #[arg(long, env = "SENTINEL_TOPIC", help_heading = FLEET, value_name = "TOPIC")]
+    pub topic: Option<String>,
+    /// Only the projects whose path with namespace matches (a glob).
+    ///
+    /// `*` stays within a path segment, `**` crosses them. Repeatable; in the
+    /// environment, separate patterns with `,`.
+    #[arg(
+        long,
+        env = "SENTINEL_INCLUDE",
+        help_heading = FLEET,
+        value_name = "GLOB",
+        value_delimiter = ',',
+        value_parser = parse_project_glob
+    )]
+    pub include: Vec<String>,
+    /// Leave out the projects whose path with namespace matches (a glob).
+    #[arg(
+        long,
+        env = "SENTINEL_EXCLUDE",
+        help_heading = FLEET,
+        value_name = "GLOB",
+        value_delimiter = ',',
+        value_parser = parse_project_glob
+    )]
+    pub exclude: Vec<String>,
+    /// This runner's share of the group, `K/N` (1-based).
+    ///
+    /// A project belongs to one shard by a stable hash of its id, so N jobs
+    /// of `parallel: N` cover the group once. Default: CI_NODE_INDEX and
+    /// CI_NODE_TOTAL when GitLab sets them, else the whole group.
+    #[arg(long, env = "SENTINEL_SHARD", help_heading = FLEET, value_name = "K/N", value_parser = parse_shard)]
+    pub shard: Option<(u32, u32)>,
+    /// Exit 1 when any project's tick fails, not only when the fleet cannot run.
+    #[arg(
+        long,
+        env = "SENTINEL_STRICT",
+        help_heading = FLEET,
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    pub strict: bool,
+}
+
 #[derive(Debug, Clone, Args)]
 pub struct TickArgs {
     #[command(flatten)]
     pub source: SourceArgs,
     #[command(flatten)]
     pub state: StateArg,
+    #[command(flatten)]
+    pub fleet: FleetArgs,
     /// Move a state of another scope to this tick's on purpose.
     ///
     /// A state belongs to one source, project, branch and path; a tick of
@@ -1269,6 +1335,34 @@ pub struct ExplainArgs {
         value_parser = parse_now
     )]
     pub now: Option<DateTime<Utc>>,
+}
+/// `K/N` with 1 <= K <= N.
+pub fn parse_shard(s: &str) -> Result<(u32, u32), String> {
+    let parsed = s
+        .split_once('/')
+        .and_then(|(k, n)| Some((k.trim().parse().ok()?, n.trim().parse().ok()?)));
+    match parsed {
+        Some((k, n)) if (1..=n).contains(&k) => Ok((k, n)),
+        _ => Err(format!(
+            "`{s}` is not a shard: write K/N with 1 <= K <= N, such as 2/4"
+        )),
+    }
+}
+
+/// A project path glob: refused here when it is none.
+fn parse_project_glob(s: &str) -> Result<String, String> {
+    crate::fleet::path_glob(s)
+        .map(|_| s.to_string())
+        .map_err(|e| format!("`{s}` is not a glob ({e})"))
+}
+
+/// A `--lock` pattern that is a glob: refused here, not dropped later.
+fn parse_lock(s: &str) -> Result<String, String> {
+    crate::gate::lifecycle::lock_glob(s)
+        .map(|_| s.to_string())
+        .map_err(|e| {
+            format!("`{s}` is not a glob ({e}); escape `[`, `{{` and `\\` with a backslash")
+        })
 }
 
 fn parse_now(s: &str) -> Result<DateTime<Utc>, String> {

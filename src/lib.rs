@@ -8,6 +8,7 @@ pub mod cli;
 pub mod clone;
 pub mod command;
 pub mod exit;
+pub mod fleet;
 pub mod gate;
 pub mod http;
 pub mod llm;

@@ -107,6 +107,7 @@ fn remember(record: &mut FileRecord, fp: &str, outcome: Outcome, reason: &str, n
         reason: reason.to_string(),
         ts: now,
         by: Some(BY_AGENT.to_string()),
+        answered_by: None,
     };
     crate::gate::novelty::remember(record, fp, decision, now);
 }

@@ -183,6 +183,7 @@ mod tests {
             blob: "b".into(),
             fingerprint: Some("fp".into()),
             decision: Some(Decision {
+                answered_by: None,
                 outcome,
                 reason: "r".into(),
                 ts: now(),

@@ -150,8 +150,7 @@ fn quota() -> Attempt {
         Failure::Http {
             status: 429,
             body: r#"{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}"#.into(),
-            retry_after_ms: None,
-            retry_after: None,
+            headers: Vec::new(),
         },
         None,
     ))
@@ -332,6 +331,7 @@ fn novelty_only_tick(
                 reason: "stable".into(),
                 ts: t,
                 by: Some("openai:simulated".into()),
+                answered_by: None,
             };
             novelty::remember(record, &fp, decision, t);
         } else {

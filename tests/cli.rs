@@ -22,6 +22,8 @@ mod costs;
 mod dashboard;
 #[path = "e2e/escaping.rs"]
 mod escaping;
+#[path = "e2e/fleet.rs"]
+mod fleet;
 #[path = "e2e/front_door.rs"]
 mod front_door;
 #[path = "e2e/git_processes.rs"]
@@ -50,6 +52,8 @@ mod merged_results;
 mod mr_report;
 #[path = "e2e/newcomer.rs"]
 mod newcomer;
+#[path = "e2e/no_wording.rs"]
+mod no_wording;
 #[path = "e2e/outages.rs"]
 mod outages;
 #[path = "e2e/paid_once.rs"]
@@ -1602,6 +1606,20 @@ fn a_usage_error_exits_2_and_touches_nothing() {
     assert!(
         out.stderr
             .starts_with("error: invalid value 'x' for '--batch <N>'"),
+        "{}",
+        out.stderr
+    );
+    assert!(!sb.state.parent().unwrap().exists());
+}
+
+#[test]
+fn a_lock_pattern_that_is_no_glob_is_a_usage_error_not_a_lock_dropped() {
+    let sb = Sandbox::with_files(&FIVE);
+    let out = sb.tick(&at(0), &["--lock", "src/["]);
+    expect_code(&out, 2);
+    assert!(
+        out.stderr
+            .starts_with("error: invalid value 'src/[' for '--lock <GLOB>': `src/[` is not a glob"),
         "{}",
         out.stderr
     );

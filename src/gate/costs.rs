@@ -103,6 +103,55 @@ pub fn record_timed_out(
     }
 }
 
+/// Days a real price is remembered for a reservation.
+pub const REAL_PRICE_DAYS: u64 = 7;
+
+/// After `record`: a call to `model` really cost `usd` (reported by
+/// whoever answered, or priced from its usage); the day keeps the highest.
+pub fn record_real_cost(
+    days: &mut BTreeMap<NaiveDate, DaySpend>,
+    budget: &Budget,
+    model: &str,
+    usd: f64,
+) {
+    if !usd.is_finite() || usd <= 0.0 {
+        return;
+    }
+    if let Some(entry) = budget.day.and_then(|day| days.get_mut(&day)) {
+        let max = entry.max_call_usd.entry(model.to_string()).or_default();
+        *max = max.max(usd);
+    }
+}
+
+/// After `record`: a proxy answered a call to `asked` from `answered`.
+pub fn record_fallback(
+    days: &mut BTreeMap<NaiveDate, DaySpend>,
+    budget: &Budget,
+    asked: &str,
+    answered: &str,
+) {
+    if let Some(entry) = budget.day.and_then(|day| days.get_mut(&day)) {
+        *entry
+            .fallbacks
+            .entry(format!("{asked} -> {answered}"))
+            .or_default() += 1;
+    }
+}
+
+/// The highest real cost of one call to `model` over the `REAL_PRICE_DAYS`
+/// UTC days up to `today`: what one more call is known to be able to cost.
+pub fn real_price(
+    days: &BTreeMap<NaiveDate, DaySpend>,
+    model: &str,
+    today: NaiveDate,
+) -> Option<f64> {
+    let first = today.checked_sub_days(Days::new(REAL_PRICE_DAYS - 1))?;
+    days.range(first..=today)
+        .filter_map(|(_, d)| d.max_call_usd.get(model).copied())
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .reduce(f64::max)
+}
+
 /// Keep the `HISTORY_DAYS` UTC days up to `today`, and never more entries than that.
 pub fn prune(days: &mut BTreeMap<NaiveDate, DaySpend>, today: NaiveDate) {
     if let Some(first) = today.checked_sub_days(Days::new(HISTORY_DAYS - 1)) {

@@ -104,35 +104,80 @@ pub fn after_review(prev: Option<&Review>, identical: bool, now: DateTime<Utc>) 
 
 /// Does `path` match a `--lock` pattern? `*` and `?` stay within one path
 /// segment, `**` crosses them; a pattern without a `/` matches the file name
-/// anywhere, as in `.gitignore`.
+/// anywhere, and one ending in `/` everything below that directory, as in
+/// `.gitignore`.
 pub fn matches(pattern: &str, path: &str) -> bool {
-    let pattern = pattern.trim_start_matches("./");
-    if !pattern.contains('/') {
-        let name = path.rsplit('/').next().unwrap_or(path);
-        return glob(pattern.as_bytes(), name.as_bytes());
-    }
-    glob(pattern.as_bytes(), path.as_bytes())
+    locked(path, std::slice::from_ref(&pattern.to_string()))
 }
 
-fn glob(p: &[u8], s: &[u8]) -> bool {
-    match p.split_first() {
-        None => s.is_empty(),
-        Some((b'*', rest)) if rest.first() == Some(&b'*') => {
-            let rest = &rest[1..];
-            let rest = rest.strip_prefix(b"/").unwrap_or(rest);
-            (0..=s.len()).any(|i| glob(rest, &s[i..]))
-        }
-        Some((b'*', rest)) => (0..=s.len())
-            .take_while(|i| *i == 0 || s[i - 1] != b'/')
-            .any(|i| glob(rest, &s[i..])),
-        Some((b'?', rest)) => s.first().is_some_and(|c| *c != b'/') && glob(rest, &s[1..]),
-        Some((c, rest)) => s.first() == Some(c) && glob(rest, &s[1..]),
+/// Does `path` match any of the `--lock` patterns? They are compiled once
+/// for the list a tick holds (globset: linear time, where a backtracking
+/// match of `*a*a*a*a*ab` took seconds on one path).
+pub fn locked(path: &str, locks: &[String]) -> bool {
+    !locks.is_empty() && compiled(locks).is_match(path)
+}
+
+/// A `--lock` pattern as the glob it stands for, or why it is none.
+pub fn lock_glob(pattern: &str) -> Result<globset::Glob, String> {
+    let p = pattern.trim_start_matches("./");
+    // A `/` before the end anchors the pattern at the root (a leading one
+    // only says so); without one it matches at any depth.
+    let anchored = p.trim_end_matches('/').contains('/');
+    let p = p.strip_prefix('/').unwrap_or(p);
+    let p = match p.strip_suffix('/') {
+        Some(dir) => format!("{dir}/**"),
+        None => p.to_string(),
+    };
+    let p = if anchored { p } else { format!("**/{p}") };
+    globset::GlobBuilder::new(&p)
+        .literal_separator(true)
+        .backslash_escape(true)
+        .build()
+        .map_err(|e| e.kind().to_string())
+}
+
+/// The glob set of `locks`: the last one built is kept, since a tick asks
+/// with the same list for every file.
+fn compiled(locks: &[String]) -> std::sync::Arc<globset::GlobSet> {
+    use std::sync::{Arc, Mutex};
+    type Last = Option<(Vec<String>, Arc<globset::GlobSet>)>;
+    static LAST: Mutex<Last> = Mutex::new(None);
+    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((patterns, set)) = last.as_ref()
+        && patterns.as_slice() == locks
+    {
+        return set.clone();
     }
+    let mut builder = globset::GlobSetBuilder::new();
+    // A pattern that is no glob was refused on the command line; one in an
+    // older state is left out rather than matched as something else.
+    for glob in locks.iter().filter_map(|l| lock_glob(l).ok()) {
+        builder.add(glob);
+    }
+    let set = Arc::new(
+        builder
+            .build()
+            .unwrap_or_else(|_| globset::GlobSet::empty()),
+    );
+    *last = Some((locks.to_vec(), set.clone()));
+    set
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lock_pattern_that_backtracked_for_seconds_matches_in_linear_time() {
+        // The old backtracking match of this pair took 13 s at 60 characters
+        // and doubles with each further one: a regression hangs the watchdog.
+        let pattern = "*a*a*a*a*a*a*a*ab".to_string();
+        let path = "a".repeat(90);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(locked(&path, &[pattern])).unwrap());
+        let matched = rx.recv_timeout(std::time::Duration::from_secs(20));
+        assert_eq!(matched, Ok(false));
+    }
 
     fn t(s: &str) -> DateTime<Utc> {
         s.parse().unwrap()
@@ -223,5 +268,10 @@ mod tests {
         assert!(matches("a?.js", "ab.js"));
         assert!(!matches("a?.js", "a/.js"));
         assert!(!matches("libs/*", "libs/x/y.js"));
+        assert!(matches("libs/", "libs/x/y.js"));
+        assert!(matches("/Cargo.lock", "Cargo.lock"));
+        assert!(!matches("/Cargo.lock", "sub/Cargo.lock"));
+        assert!(matches("./src/*.rs", "src/main.rs"));
+        assert!(lock_glob("src/[").is_err());
     }
 }

@@ -194,7 +194,10 @@ pub fn evaluate(
     let Some(d) = &prev.decision else {
         return Novelty::PrevNotReusable;
     };
-    let by_another = |a: &str| d.by.as_deref().is_some_and(|b| b != a);
+    // A proxy's fallback answered as another model: that model's decision,
+    // reused when that model is asked, and (said) when the one asked for it is.
+    let by_another =
+        |a: &str| d.by.as_deref().is_some_and(|b| b != a) && d.answered_by.as_deref() != Some(a);
     match (advisor, d.outcome) {
         (Some(_), Outcome::NeedsReview) => Novelty::AdvisorChanged,
         (Some(a), Outcome::LlmSkip | Outcome::Evolve) if by_another(a) => Novelty::AdvisorChanged,
@@ -280,6 +283,7 @@ mod tests {
             &mut r,
             &fp,
             Decision {
+                answered_by: None,
                 outcome,
                 reason: "r".into(),
                 ts: now(),

@@ -12,6 +12,16 @@ pub const MAX_MESSAGE_CHARS: usize = 1_000;
 /// Characters kept of an answer's reason.
 pub const MAX_REASON_CHARS: usize = 2_000;
 
+/// Characters kept of a name a peer gives (a model, a model group).
+pub const MAX_NAME_CHARS: usize = 120;
+
+/// A name a peer gives, fit for a line and the state: control characters
+/// dropped, at most `MAX_NAME_CHARS` characters kept.
+pub fn short(name: &str) -> String {
+    let clean: String = name.chars().filter(|c| !c.is_control()).collect();
+    cap(&clean, MAX_NAME_CHARS)
+}
+
 /// `text` cut to at most `max` characters, on a character boundary, with an
 /// ellipsis in place of what was cut.
 pub fn cap(text: &str, max: usize) -> String {

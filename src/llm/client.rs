@@ -213,6 +213,21 @@ pub struct Signs {
     /// Upstream calls the proxy made beyond sentinel's attempts (its own
     /// retries, from its retries header).
     pub proxy_retries: u64,
+    /// The proxy answered from its cache (LiteLLM: `x-litellm-cache-key`
+    /// and no cost header): no upstream call was made, nothing was billed.
+    pub cache_hit: bool,
+    /// Another model than the one asked for answered: the proxy's fallback.
+    pub fallback: Option<Fallback>,
+}
+
+/// A proxy's fallback: the model group that answered in place of the one
+/// asked for, and the provider's model behind it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fallback {
+    /// As sentinel would name it with `--model` (LiteLLM's model group).
+    pub group: String,
+    /// The provider's model that answered (`x-litellm-model-name`).
+    pub model: Option<String>,
 }
 
 /// Something that can judge a file: the OpenAI-compatible client, or a fake.
@@ -539,23 +554,34 @@ impl OpenAiAdvisor {
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_string)
         };
-        // A proxy passes the upstream's waits on under its own prefix
-        // (LiteLLM: `llm_provider-retry-after`); the longest wait wins.
-        let retry_after_ms = protocol::longest_ms(&[
-            header("retry-after-ms"),
-            header("llm_provider-retry-after-ms"),
-        ]);
-        let retry_after = protocol::longest_s(
-            &[header("retry-after"), header("llm_provider-retry-after")],
-            self.now,
-        );
+        // Every header that can say how long to wait, a proxy's prefixed
+        // ones too: `waits` reads them with the message and the longest wins.
+        let wait_headers: Vec<(String, String)> = response
+            .headers()
+            .iter()
+            .filter(|(name, _)| super::waits::is_wait_header(name.as_str()))
+            .filter_map(|(name, v)| Some((name.as_str().to_string(), v.to_str().ok()?.to_string())))
+            .collect();
         if let Some(proxy) = peers::proxy_in(response.headers().keys().map(|k| k.as_str())) {
             self.proxy = Some(proxy);
             let retried = header(proxy.retries_header).and_then(|r| r.trim().parse::<u64>().ok());
             self.signs.proxy_retries += retried.unwrap_or(0);
         }
-        // LiteLLM's own figure for this call, in USD.
-        let cost = header("x-litellm-response-cost").and_then(|c| c.trim().parse().ok());
+        // LiteLLM's own figure for this call, in USD; a cache hit carries
+        // its cache key and no figure, and cost nothing upstream.
+        let mut cost = header("x-litellm-response-cost").and_then(|c| c.trim().parse().ok());
+        if (200..300).contains(&status) {
+            if cost.is_none() && header("x-litellm-cache-key").is_some() {
+                self.signs.cache_hit = true;
+                cost = Some(0.0);
+            }
+            self.signs.fallback = fallback(
+                header("x-litellm-attempted-fallbacks").as_deref(),
+                header("x-litellm-model-group"),
+                header("x-litellm-model-name"),
+                &self.cfg.model,
+            );
+        }
         let bytes = match read_answer(&mut response) {
             Ok(b) => b,
             Err(f) => return Sent::failed(f),
@@ -565,8 +591,7 @@ impl OpenAiAdvisor {
             return Sent::failed(Failure::Http {
                 status,
                 body: String::from_utf8_lossy(&bytes).into_owned(),
-                retry_after_ms,
-                retry_after,
+                headers: wait_headers,
             });
         }
         judge(&bytes, limit, cost.and_then(usd))
@@ -643,6 +668,25 @@ impl OpenAiAdvisor {
         call.cost_usd = turn.cost;
         call
     }
+}
+
+/// The fallback an answer's headers tell of: LiteLLM counts the fallbacks
+/// it tried and names the model group that answered. A group equal to the
+/// one asked for is no fallback, whatever the count says.
+fn fallback(
+    attempted: Option<&str>,
+    group: Option<String>,
+    model: Option<String>,
+    asked: &str,
+) -> Option<Fallback> {
+    let tried = attempted.and_then(|n| n.trim().parse::<u64>().ok())?;
+    let group = group
+        .map(|g| g.trim().to_string())
+        .filter(|g| !g.is_empty())?;
+    (tried > 0 && group != asked).then(|| Fallback {
+        group: crate::llm::bounds::short(&group),
+        model: model.map(|m| crate::llm::bounds::short(m.trim())),
+    })
 }
 
 /// The response's body, at most `MAX_ANSWER_BYTES` of it: a longer one is a
@@ -807,15 +851,10 @@ fn spent_hold(class: Class, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
 /// server asked for. A cut answer is never asked again unchanged: it would
 /// only be cut again.
 fn step_after(failure: &Failure, class: Class, failures: u32, now: DateTime<Utc>) -> Step {
-    let wait = match failure {
-        Failure::Cut(_) => return Step::Stop { hold_until: None },
-        Failure::Http {
-            retry_after_ms,
-            retry_after,
-            ..
-        } => protocol::server_wait(retry_after_ms.as_deref(), retry_after.as_deref(), now),
-        _ => None,
-    };
+    if let Failure::Cut(_) = failure {
+        return Step::Stop { hold_until: None };
+    }
+    let wait = protocol::server_wait(failure, now).map(|w| w.wait);
     protocol::next_step(class, failures, wait, now)
 }
 
@@ -1105,8 +1144,7 @@ mod tests {
         let r = failure_reason(&Failure::Http {
             status: 401,
             body: body.into(),
-            retry_after_ms: None,
-            retry_after: None,
+            headers: Vec::new(),
         });
         assert_eq!(
             r,
@@ -1124,8 +1162,7 @@ mod tests {
         failure_reason(&Failure::Http {
             status,
             body: body.into(),
-            retry_after_ms: None,
-            retry_after: None,
+            headers: Vec::new(),
         })
     }
 
@@ -1323,8 +1360,7 @@ mod tests {
                         Failure::Http {
                             status: 429,
                             body: peer("litellm-rate-limit.json"),
-                            retry_after_ms: None,
-                            retry_after: Some("8".into()),
+                            headers: vec![("retry-after".into(), "8".into())],
                         },
                         None,
                     ))

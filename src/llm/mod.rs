@@ -9,5 +9,6 @@ pub mod peers;
 pub mod prices;
 pub mod protocol;
 pub mod repeat;
+pub mod waits;
 pub mod withhold;
 pub mod worktree;

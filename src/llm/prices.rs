@@ -91,6 +91,8 @@ pub enum CostSource {
     /// An attempt that timed out: what was reserved for it (the provider
     /// may have answered, and billed, after sentinel hung up).
     TimedOut,
+    /// A proxy answered from its cache: no upstream call, $0.
+    CacheHit,
 }
 
 impl CostSource {
@@ -101,6 +103,7 @@ impl CostSource {
             CostSource::PerCall => "per_call",
             CostSource::Reservation => "reservation",
             CostSource::TimedOut => "timed_out",
+            CostSource::CacheHit => "cache_hit",
         }
     }
 }

@@ -32,6 +32,9 @@ pub struct Explanation {
     pub error: Option<String>,
     /// The rewrite limit as it stands for this file.
     pub rewrites: Rewrites,
+    /// How the provider is held, when it is: the file waits for it too.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
 }
 
 /// How often an agent (or a patch) rewrote the file, against the limit.
@@ -131,6 +134,7 @@ pub fn explain(
         verdict,
         error: current.error.clone(),
         rewrites,
+        provider: None,
     }
 }
 
@@ -237,6 +241,14 @@ pub fn render(e: &Explanation) -> String {
                 t(d.by.as_deref().unwrap_or("-")),
                 super::stats::secs(&d.ts)
             );
+            if let Some(answered) = &d.answered_by {
+                let _ = writeln!(
+                    out,
+                    "answered by: {} (the proxy's fallback for {})",
+                    t(answered),
+                    t(d.by.as_deref().unwrap_or("-"))
+                );
+            }
         }
         None => {
             let _ = writeln!(out, "last decision: -");
@@ -251,6 +263,9 @@ pub fn render(e: &Explanation) -> String {
         let _ = writeln!(out, "local dependencies: {}", t(&e.deps.join(", ")));
     }
     let _ = writeln!(out, "{}", rewrites_line(&e.rewrites));
+    if let Some(p) = &e.provider {
+        let _ = writeln!(out, "provider: {}", t(p));
+    }
     out
 }
 

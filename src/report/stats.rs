@@ -70,6 +70,9 @@ pub struct CircuitStats {
     pub open: bool,
     pub reason: String,
     pub advice: String,
+    /// Holds in a row before this one whose first call failed again: each
+    /// doubled the hold.
+    pub repeats: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -93,6 +96,8 @@ pub struct LlmStats {
     pub daily_budget: f64,
     pub budget_left: f64,
     pub circuit: Option<CircuitStats>,
+    /// Today's answers a proxy gave from another model, as `asked -> answered`.
+    pub fallbacks_today: BTreeMap<String, u64>,
     /// Failed calls by error class (lifetime).
     pub failures_by_class: BTreeMap<String, u64>,
     /// Calls refused by the budget (lifetime).
@@ -318,7 +323,9 @@ fn llm_stats(state: &State, now: DateTime<Utc>, daily_budget: f64) -> LlmStats {
             open: crate::llm::protocol::is_open(c, now),
             reason: c.reason.clone(),
             advice: c.advice.clone(),
+            repeats: c.streak,
         }),
+        fallbacks_today: today.map(|d| d.fallbacks.clone()).unwrap_or_default(),
         failures_by_class: state.llm.failures.clone(),
         budget_refusals: b.refusals,
         lifetime_calls: b.lifetime_calls,
@@ -479,6 +486,42 @@ fn sources(by: &BTreeMap<String, u64>) -> String {
         .join(", ")
 }
 
+/// An open circuit's row: its class, end, advice, reason and how it grew.
+fn open_circuit(c: &CircuitStats) -> String {
+    let grown = match c.repeats {
+        0 => String::new(),
+        n => format!(
+            "; failed again on the first call after {n} hold(s) in a row: each hold twice the last, 24 h at most"
+        ),
+    };
+    format!(
+        "open: {} until {} ({}): {}{grown}",
+        c.class,
+        secs(&c.until),
+        c.advice,
+        c.reason
+    )
+}
+
+/// Today's answers from another model than the one asked, if any.
+fn fallbacks_row(l: &LlmStats) -> Option<(String, String)> {
+    if l.fallbacks_today.is_empty() {
+        return None;
+    }
+    let said: Vec<String> = l
+        .fallbacks_today
+        .iter()
+        .map(|(pair, n)| format!("{pair}: {n}"))
+        .collect();
+    Some((
+        "fallbacks_today".into(),
+        format!(
+            "{} (answered by another model than the one asked; remembered as that model's)",
+            said.join(", ")
+        ),
+    ))
+}
+
 /// The advisor's rows: today's spend against the budget, the circuit, the
 /// failures by class and the lifetime figures.
 fn advisor_rows(l: &LlmStats) -> Vec<(String, String)> {
@@ -506,6 +549,7 @@ fn advisor_rows(l: &LlmStats) -> Vec<(String, String)> {
             format!("{} of {}", usd(l.budget_left), usd(l.daily_budget)),
         ),
     ];
+    rows.extend(fallbacks_row(l));
     if let Some(proxy) = &l.proxy {
         rows.push((
             "proxy".into(),
@@ -515,16 +559,7 @@ fn advisor_rows(l: &LlmStats) -> Vec<(String, String)> {
         ));
     }
     match &l.circuit {
-        Some(c) if c.open => rows.push((
-            "circuit".into(),
-            format!(
-                "open: {} until {} ({}): {}",
-                c.class,
-                secs(&c.until),
-                c.advice,
-                c.reason
-            ),
-        )),
+        Some(c) if c.open => rows.push(("circuit".into(), open_circuit(c))),
         _ => rows.push(("circuit".into(), "closed".into())),
     }
     for (class, n) in &l.failures_by_class {

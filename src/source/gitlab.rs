@@ -82,6 +82,8 @@ enum Kind {
     Read,
     Compare,
     History,
+    /// A page of a group's projects (a fleet's discovery).
+    Group,
 }
 
 impl Kind {
@@ -207,6 +209,9 @@ fn origin_of(url: &str) -> Option<String> {
     Some(format!("{scheme}://{host}"))
 }
 
+mod group;
+pub use group::{Discovered, GroupProject, MAX_GROUP_PAGES};
+
 impl GitLabSource {
     pub fn new(mut cfg: GitLabConfig) -> Result<GitLabSource, SourceError> {
         cfg.base = cfg.base.trim_end_matches('/').to_string();
@@ -252,6 +257,7 @@ impl GitLabSource {
             Kind::Read => self.counts.read += 1,
             Kind::Compare => self.counts.compare += 1,
             Kind::History => self.counts.history += 1,
+            Kind::Group => self.counts.list += 1,
         }
     }
 
@@ -390,6 +396,7 @@ impl GitLabSource {
             Kind::Read => "a file read",
             Kind::Compare => "the compare",
             Kind::History => "the rollback lookup",
+            Kind::Group => "the group's project listing",
         }
     }
 

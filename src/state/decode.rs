@@ -313,12 +313,18 @@ impl<'a> Cursor<'a> {
         } else {
             None
         };
+        let answered_by = if self.lit(b",\"answered_by\":").is_some() {
+            Some(self.string()?)
+        } else {
+            None
+        };
         self.lit(b"}")?;
         Some(Decision {
             outcome,
             reason,
             ts,
             by,
+            answered_by,
         })
     }
 
@@ -438,6 +444,7 @@ mod tests {
             }),
             fingerprint: Some(format!("fp{i}|low|doc|0.90|deps:-")),
             decision: Some(Decision {
+                answered_by: None,
                 outcome: Outcome::ALL[i % Outcome::ALL.len()],
                 reason: format!("reason {i} é ✓"),
                 ts: ts(0),

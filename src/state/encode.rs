@@ -177,6 +177,10 @@ fn put_decision(out: &mut Vec<u8>, d: &Decision, times: &mut Times) {
         key!(out, "by");
         put_str(out, by);
     }
+    if let Some(answered_by) = &d.answered_by {
+        key!(out, "answered_by");
+        put_str(out, answered_by);
+    }
     out.push(b'}');
 }
 
@@ -327,6 +331,7 @@ mod tests {
             }),
             fingerprint: Some(format!("fp|{text}")),
             decision: Some(Decision {
+                answered_by: None,
                 outcome,
                 reason: format!("why {text}"),
                 ts: ts(-1_500),

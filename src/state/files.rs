@@ -907,6 +907,7 @@ mod tests {
         let ts = |ms: i64| DateTime::from_timestamp_millis(ms).unwrap();
         let record = |i: i64| FileRecord {
             decision: Some(Decision {
+                answered_by: None,
                 outcome: [Outcome::LlmSkip, Outcome::NeedsReview, Outcome::LocalSkip]
                     [i as usize % 3],
                 reason: String::new(),

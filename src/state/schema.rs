@@ -106,6 +106,11 @@ pub struct Decision {
     /// advisor of the tick that reads it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub by: Option<String>,
+    /// The model that really answered when a proxy fell back to another one
+    /// (e.g. `openai:gpt-4o` for a decision asked of `openai:fb-mini`): the
+    /// decision is that model's, and is reused as `by`'s only with a word.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answered_by: Option<String>,
 }
 
 /// `Decision::by` of local policy.

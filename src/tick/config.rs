@@ -60,7 +60,7 @@ pub struct TickConfig {
 
 impl TickConfig {
     pub(crate) fn locked(&self, path: &str) -> bool {
-        self.locks.iter().any(|l| lifecycle::matches(l, path))
+        lifecycle::locked(path, &self.locks)
     }
 }
 

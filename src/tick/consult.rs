@@ -26,6 +26,7 @@ impl Work<'_> {
         bytes: Option<Vec<u8>>,
     ) -> Result<Judgement> {
         let settings = self.settings(state);
+        self.check_real_price(state, &settings)?;
         let reserve = match self.preflight(state, s, &settings) {
             Ok(reserve) => reserve,
             Err(not_asked) => return Ok(not_asked),
@@ -94,21 +95,103 @@ impl Work<'_> {
             anyhow::bail!("{e} {}", self.not_saved());
         }
         let seen = (advisor.moved_refs(), advisor.signs());
+        let seen_fallback = seen.1.fallback.clone();
         self.refuse_secret_content(&s.path, &mut call);
         self.settle_call(state, (s, &model), (call_seq, &call), reserve, seen);
-        let attempts = call.attempts;
-        Ok(match call.outcome {
-            CallOutcome::Answered(answer) => self.answered(state, s, Some(&bytes), answer),
+        Ok(self.judged(state, s, (&bytes, &model), call, &seen_fallback))
+    }
+
+    /// The judgement a settled call gives: the answer, said with the model
+    /// that gave it when a proxy fell back, or the failure.
+    fn judged(
+        &mut self,
+        state: &mut State,
+        s: &Subject,
+        (bytes, model): (&[u8], &str),
+        call: Call,
+        fallback: &Option<crate::llm::client::Fallback>,
+    ) -> Judgement {
+        match call.outcome {
+            CallOutcome::Answered(answer) => {
+                let mut judged = self.answered(state, s, Some(bytes), answer);
+                if let Some(by) = self.fallback_said(s, model, fallback) {
+                    judged.1.push_str(&by);
+                }
+                judged
+            }
             CallOutcome::Failed {
                 class,
-                reason,
+                mut reason,
                 hold_until,
             } => {
                 // About this file's content alone: asking again cannot help.
                 self.permanent.set(class.is_permanent_for_the_file());
-                failed(state, class, reason, hold_until, attempts, self.cfg.now)
+                if class == Class::FileRequest {
+                    reason.push_str(&too_large_for_the_model(s.facts.chars, &reason));
+                }
+                failed(
+                    state,
+                    class,
+                    reason,
+                    hold_until,
+                    call.attempts,
+                    self.cfg.now,
+                )
             }
-        })
+        }
+    }
+
+    /// A model whose one call is known to cost more than the whole daily
+    /// budget can never be asked within it: a configuration error, said
+    /// with both figures before anything is spent.
+    fn check_real_price(&self, state: &State, settings: &AdvisorSettings) -> Result<()> {
+        let Some(model) = self.advisor.as_ref().map(|a| a.model().to_string()) else {
+            return Ok(());
+        };
+        let Some(price) = self.real_price(state, &model) else {
+            return Ok(());
+        };
+        if price <= settings.daily_budget {
+            return Ok(());
+        }
+        anyhow::bail!(
+            "one call to `{model}` really cost ${price:.4} (the highest of the last {} days), more than the whole --daily-budget of ${:.2}: no call can fit; raise --daily-budget (SENTINEL_DAILY_BUDGET) above ${price:.4} or choose a cheaper model; nothing was spent {}",
+            crate::gate::costs::REAL_PRICE_DAYS,
+            settings.daily_budget,
+            self.not_saved()
+        )
+    }
+
+    /// The highest real cost of one call to `model` in the last days.
+    fn real_price(&self, state: &State, model: &str) -> Option<f64> {
+        crate::gate::costs::real_price(&state.llm.days, model, self.cfg.now.date_naive())
+    }
+
+    /// What the line says of an answer a proxy's fallback gave, and the
+    /// decision's record of the model that gave it.
+    fn fallback_said(
+        &mut self,
+        s: &Subject,
+        asked: &str,
+        fallback: &Option<crate::llm::client::Fallback>,
+    ) -> Option<String> {
+        let f = fallback.as_ref()?;
+        let id = self.cfg.advisor.as_ref().map_or("", |a| a.id.as_str());
+        let kind = id.split_once(':').map_or("openai", |(k, _)| k);
+        self.answered_by.set(Some(format!("{kind}:{}", f.group)));
+        let behind = f
+            .model
+            .as_deref()
+            .map(|m| format!(" ({m})"))
+            .unwrap_or_default();
+        self.notes.push(format!(
+            "`{}`: the proxy answered from {}{behind}, its fallback for `{asked}`: the decision is remembered as that model's, and reused for `{asked}` only with a word",
+            s.path, f.group
+        ));
+        Some(format!(
+            " [answered by {}{behind}, the proxy's fallback for {asked}]",
+            f.group
+        ))
     }
 
     /// Take in what the call showed beside its answer (refs the agent moved,
@@ -129,9 +212,26 @@ impl Work<'_> {
         self.note_proxy_retries(s, &signs);
         // Known to be a proxy now: counted as a paid call, not a local one.
         let settings = self.settings(state);
-        let reserve = reserve.max(self.reservation(s, &settings));
+        let reserve = reserve.max(self.reservation(state, s, &settings));
         let before = state.llm.budget.clone();
-        settle(state, &settings, call, reserve, model, self.cfg.now);
+        let answered = matches!(call.outcome, CallOutcome::Answered(_));
+        let cache_hit = signs.cache_hit && answered;
+        settle(
+            state,
+            &settings,
+            (call, cache_hit),
+            reserve,
+            model,
+            self.cfg.now,
+        );
+        if let Some(f) = signs.fallback.as_ref().filter(|_| answered) {
+            crate::gate::costs::record_fallback(
+                &mut state.llm.days,
+                &state.llm.budget,
+                model,
+                &f.group,
+            );
+        }
         settle_timed_out(state, signs.timed_out, reserve, self.cfg.now);
         self.record_call(state, (s, model), (call_seq, call), &before);
     }
@@ -160,15 +260,20 @@ impl Work<'_> {
         settings
     }
 
-    /// What a call about this file reserves in the budget.
-    fn reservation(&self, s: &Subject, settings: &AdvisorSettings) -> f64 {
-        budget::reserve(
+    /// What a call about this file reserves in the budget: the estimate,
+    /// and never less than the highest real cost of one call to the model
+    /// in the last days, so a known price cannot carry the day past its cap.
+    fn reservation(&self, state: &State, s: &Subject, settings: &AdvisorSettings) -> f64 {
+        let estimate = budget::reserve(
             settings.price.as_ref(),
             s.facts.chars,
             PROMPT_OVERHEAD_TOKENS,
             settings.max_tokens,
             settings.per_call,
-        )
+        );
+        let model = self.advisor.as_ref().map(|a| a.model().to_string());
+        let known = model.and_then(|m| self.real_price(state, &m));
+        known.map_or(estimate, |k| estimate.max(k))
     }
 
     /// A proxy that retried on its own made more upstream calls than
@@ -222,7 +327,7 @@ impl Work<'_> {
                 None,
             ));
         }
-        let reserve = self.reservation(s, settings);
+        let reserve = self.reservation(state, s, settings);
         if let Err(why) = budget::admit(&mut state.llm.budget, settings.daily_budget, reserve, now)
         {
             return Err((
@@ -454,7 +559,7 @@ impl Work<'_> {
 fn settle(
     state: &mut State,
     settings: &AdvisorSettings,
-    call: &Call,
+    (call, cache_hit): (&Call, bool),
     reserve: f64,
     model: &str,
     now: chrono::DateTime<chrono::Utc>,
@@ -466,15 +571,22 @@ fn settle(
     let reported = call
         .cost_usd
         .filter(|c| *c > 0.0 || (!proxied && (settings.price.is_none() || call.usage.is_none())));
-    let source = if let Some(cost) = reported {
+    let mut real = None;
+    let source = if cache_hit {
+        // Answered from the proxy's cache: no upstream call was billed.
+        budget::settle(&mut state.llm.budget, 0.0, false, now);
+        Some(CostSource::CacheHit)
+    } else if let Some(cost) = reported {
         // Measured by whoever answered: better than any price table.
         budget::settle(&mut state.llm.budget, cost, false, now);
+        real = Some(cost);
         Some(CostSource::Reported)
     } else {
         match (&call.usage, &settings.price) {
             (Some(usage), Some(price)) => {
                 let cost = prices::cost(price, usage);
                 budget::settle(&mut state.llm.budget, cost, false, now);
+                real = Some(cost);
                 Some(CostSource::PriceTable)
             }
             // Billed, but the real cost is unknown: count the estimate and say so.
@@ -498,6 +610,21 @@ fn settle(
     if let Some(source) = source {
         crate::gate::costs::record_source(&mut state.llm.days, &state.llm.budget, source);
     }
+    if let Some(cost) = real {
+        crate::gate::costs::record_real_cost(&mut state.llm.days, &state.llm.budget, model, cost);
+    }
+}
+
+/// What a file too large for the model says beside the peer's words: its
+/// size, and the limit the peer named, so a person knows by how much.
+fn too_large_for_the_model(bytes: u64, said: &str) -> String {
+    let limit = protocol::named_limit(said)
+        .map(|l| format!("; the model's limit: {l}"))
+        .unwrap_or_default();
+    format!(
+        "; the file is {bytes} bytes (about {} tokens){limit}; only this file waits, the others are asked",
+        bytes.div_ceil(4)
+    )
 }
 
 /// Attempts that timed out: the provider may have answered, and billed,
@@ -541,18 +668,14 @@ pub(super) fn failed(
         .failures
         .entry(class.as_str().to_string())
         .or_default() += 1;
-    // Timeouts that go on, tick after tick, hold the provider longer each time.
-    let streak = state
-        .llm
-        .circuit
-        .as_ref()
-        .filter(|c| class == Class::Timeout && c.class == Class::Timeout)
-        .map_or(0, |c| c.streak.saturating_add(1));
-    let hold_until = match hold_until {
-        Some(until) if class == Class::Timeout => {
-            Some(until.max(now + protocol::timeout_hold(streak)))
+    // A failure that repeats after its hold ended holds longer each time,
+    // whatever it says (invariant 24).
+    let (hold_until, streak) = match hold_until {
+        Some(until) => {
+            let (until, streak) = protocol::escalated(state.llm.circuit.as_ref(), until, now);
+            (Some(until), streak)
         }
-        other => other,
+        None => (None, 0),
     };
     if let Some(until) = hold_until {
         let mut circuit = Circuit::new(class, reason.clone(), until);
@@ -565,8 +688,14 @@ pub(super) fn failed(
     } else {
         Outcome::Failed
     };
+    let grown = match streak {
+        0 => String::new(),
+        n => format!(
+            " (the first call after the last hold failed again: {n} in a row, each hold twice the last, 24 h at most)"
+        ),
+    };
     let held = hold_until
-        .map(|u| format!("; provider held until {}", u.to_rfc3339()))
+        .map(|u| format!("; provider held until {}{grown}", u.to_rfc3339()))
         .unwrap_or_default();
     let plural = if attempts == 1 { "" } else { "s" };
     (

@@ -29,7 +29,7 @@ fn import_dirs(path: &str, record: &FileRecord) -> std::collections::BTreeSet<St
 }
 
 fn is_locked(path: &str, locks: &[String]) -> bool {
-    locks.iter().any(|l| lifecycle::matches(l, path))
+    lifecycle::locked(path, locks)
 }
 
 /// The lifecycle status of a file at `now`.

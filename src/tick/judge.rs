@@ -253,11 +253,24 @@ impl Work<'_> {
             novelty::estimate_tokens(s.facts.chars),
             self.cfg.now,
         );
+        let advisor = self.cfg.advisor.as_ref().map(|a| a.id.as_str());
         let prev = record
             .decision
-            .as_ref()
+            .as_mut()
             .expect("unchanged implies a decision");
         let mut reason = format!("unchanged since {}: {}", prev.outcome.as_str(), prev.reason);
+        match prev.answered_by.as_deref() {
+            // The model that answered is the one asked now: the decision is its own.
+            Some(answered) if Some(answered) == advisor => {
+                prev.by = Some(answered.to_string());
+                prev.answered_by = None;
+            }
+            Some(answered) => reason.push_str(&format!(
+                "; answered by {answered}, the proxy's fallback for {}",
+                prev.by.as_deref().unwrap_or("the model asked")
+            )),
+            None => {}
+        }
         let (prev_outcome, prev_reason) = (prev.outcome, prev.reason.clone());
         if prev_outcome == Outcome::Evolve {
             // Only with the advisor off: an EVOLVE is otherwise asked again.
@@ -353,6 +366,7 @@ impl Work<'_> {
             reason: reason.clone(),
             ts: now,
             by: Some(by.to_string()),
+            answered_by: self.answered_by.take(),
         };
         novelty::remember(record, &s.fingerprint, decision, now);
         // A proposal stays open until the file is judged again; a failed or

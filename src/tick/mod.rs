@@ -236,6 +236,9 @@ struct Work<'a> {
     /// The last call failed for a reason about the file's content alone
     /// (context length, a content filter): it gives up at once.
     permanent: std::cell::Cell<bool>,
+    /// The advisor id of the model a proxy fell back to for the last call,
+    /// if one did: that model's decision, taken by `remember`.
+    answered_by: std::cell::Cell<Option<String>>,
 }
 
 /// What the working stages hand over to save and report.
@@ -346,6 +349,7 @@ impl<'a> Work<'a> {
             listing_failed: false,
             notes: Vec::new(),
             permanent: std::cell::Cell::new(false),
+            answered_by: std::cell::Cell::new(None),
         }
     }
 }

@@ -693,8 +693,7 @@ mod advisor {
             Failure::Http {
                 status,
                 body: body.into(),
-                retry_after_ms: None,
-                retry_after: None,
+                headers: Vec::new(),
             },
             None,
         ))
@@ -1334,6 +1333,38 @@ mod advisor {
         }
     }
 
+    /// What a real LiteLLM sent for an upstream 429 whose type, code and
+    /// words sentinel has never seen, and no wait header.
+    fn unknown_429() -> String {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/fixtures/peers/litellm-1.108.7/unknown-429.json"
+        );
+        let rec: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        rec["body"].as_str().unwrap().to_string()
+    }
+
+    #[test]
+    fn invariant_24_no_wording_reopens_the_loop_an_unknown_429_makes_at_most_36_calls_a_day() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut src = one_risky_file();
+        let body = unknown_429();
+        let mut flux = scripted(|_| http(429, &body));
+        for i in 0..24 * 30 {
+            // The file changes before every tick: each one has a reason to ask.
+            src.amend(&[("src/auth.js", &format!("// auth v{i}\n"))]);
+            let now = t0() + Duration::minutes(2 * i);
+            run_with(&advised(dir.path(), now), &mut src, Some(&mut flux)).unwrap();
+        }
+        // Without the doubling: one 2-minute hold after every tick's three
+        // attempts, 720 calling ticks. With it, 10 holds cover the day.
+        assert!(flux.calls <= 36, "{} calls in a day", flux.calls);
+        let circuit = load(dir.path()).llm.circuit.unwrap();
+        assert_eq!(circuit.class, crate::llm::protocol::Class::RateLimit);
+        assert!(circuit.streak >= 9, "{circuit:?}");
+    }
+
     #[test]
     fn a_provider_down_for_three_days_costs_finitely_many_calls_and_wakes() {
         let dir = tempfile::tempdir().unwrap();
@@ -1342,7 +1373,7 @@ mod advisor {
         let mut down = scripted(|_| http(500, SERVER));
         let mut wakes = 0;
         let mut last_wake = t0();
-        for i in 0..3 * 24 * 30 {
+        for i in 0..4 * 24 * 30 {
             let now = t0() + Duration::minutes(2 * i);
             let r = run_with(&advised(dir.path(), now), &mut src, Some(&mut down)).unwrap();
             if r.exit_code != 0 {
@@ -1353,8 +1384,12 @@ mod advisor {
         // Five failures each (three attempts a call), then both give up.
         assert_eq!(down.calls, 2 * 5 * 3);
         assert!(wakes <= 12, "{wakes} wakes");
-        assert!(last_wake < t0() + Duration::days(3) - Duration::hours(12));
         let state = load(dir.path());
+        // Each failed call after a hold doubled the next (10 min to 24 h):
+        // the tenth and last failure came late on the third day.
+        let circuit = state.llm.circuit.as_ref().unwrap();
+        assert_eq!(circuit.streak, 9);
+        assert_eq!(Some(last_wake), circuit.opened);
         for path in ["src/a.js", "src/b.js"] {
             let d = state.files[path].decision.as_ref().unwrap();
             assert_eq!(d.outcome, Outcome::GivenUp, "{path}");

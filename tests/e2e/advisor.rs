@@ -361,7 +361,10 @@ fn advisor_overloaded_503_is_handled_like_a_500() {
 fn advisor_rate_limit_429_honours_retry_after_and_succeeds_on_the_third_attempt() {
     let sb = sandbox(&[AUTH, GUIDE]);
     let ai = FakeOpenAi::start();
-    ai.push_n(2, Reply::rate_limit().header("retry-after", "3"));
+    ai.push_n(
+        2,
+        Reply::fixture(429, "rate-limit.json").header("retry-after", "3"),
+    );
     let r = tick(&sb, &ai, &at(600), &[], 10);
     assert_posts(&ai, 3);
     assert_eq!(ai.queued(), 0);
@@ -380,7 +383,7 @@ fn advisor_the_longer_of_retry_after_ms_and_retry_after_wins() {
     let sb = sandbox(&[AUTH, GUIDE]);
     let ai = FakeOpenAi::start();
     ai.push(
-        Reply::rate_limit()
+        Reply::fixture(429, "rate-limit.json")
             .header("retry-after-ms", "1500")
             .header("retry-after", "3"),
     );
@@ -392,9 +395,9 @@ fn advisor_the_longer_of_retry_after_ms_and_retry_after_wins() {
 
 #[test]
 fn advisor_rate_limit_429_without_a_usable_wait_backs_off_by_the_table_then_holds_2_minutes() {
-    // `retry-after: 0` is not a wait, and the x-ratelimit-reset-* headers
-    // are window resets, not waits: the table's 5 s and 15 s apply.
-    let (sb, ai, r) = first_run_answered_by(Reply::rate_limit().header("retry-after", "0"));
+    // `retry-after: 0` is not a wait, and this message names none.
+    let body = json!({"error": {"message": "Too many requests.", "type": "requests", "param": null, "code": "rate_limit_exceeded"}});
+    let (sb, ai, r) = first_run_answered_by(Reply::json(429, &body).header("retry-after", "0"));
     assert_posts(&ai, 3);
     assert_eq!(slept(&r), [5000, 15000]);
     assert_eq!(
@@ -402,7 +405,7 @@ fn advisor_rate_limit_429_without_a_usable_wait_backs_off_by_the_table_then_hold
         failed(
             "rate_limit",
             3,
-            "HTTP 429 rate_limit_exceeded: Rate limit reached for o4-mini in organization org-**** on tokens per min (TPM): Limit 200000, Used 162960, Requested 42288.",
+            "HTTP 429 rate_limit_exceeded: Too many requests.",
             Some("2026-06-16T10:02:00+00:00")
         )
     );
@@ -413,8 +416,22 @@ fn advisor_rate_limit_429_without_a_usable_wait_backs_off_by_the_table_then_hold
 }
 
 #[test]
+fn advisor_a_tokens_per_minute_429_is_held_until_its_spent_window_resets() {
+    // OpenAI's own headers: the tokens window is spent (remaining 0) and
+    // resets in 6m0s; the requests window has room, its 120ms is no wait.
+    let (sb, ai, r) = first_run_answered_by(Reply::rate_limit().header("retry-after", "0"));
+    assert_posts(&ai, 1);
+    assert_eq!(slept(&r), Vec::<u64>::new());
+    assert_eq!(
+        circuit(&sb, &at(600)),
+        json!(["rate_limit", "2026-06-16T10:06:00Z", true])
+    );
+}
+
+#[test]
 fn advisor_a_retry_after_over_60_seconds_is_not_slept_and_opens_the_circuit_that_long() {
-    let (sb, ai, r) = first_run_answered_by(Reply::rate_limit().header("retry-after", "120"));
+    let (sb, ai, r) =
+        first_run_answered_by(Reply::fixture(429, "rate-limit.json").header("retry-after", "120"));
     assert_posts(&ai, 1);
     assert_eq!(r["llm_calls"], 1);
     assert_eq!(slept(&r), Vec::<u64>::new());
@@ -800,6 +817,8 @@ fn advisor_a_call_that_would_cross_the_daily_budget_is_deferred() {
         spent + reserve > 0.9 && reserve <= 0.9,
         "{spent} + {reserve}"
     );
+    // Once a call's real cost is known, a reservation is at least that.
+    let reserve = reserve.max(spent);
     assert_eq!(
         reason(&r, SESSION),
         format!(
@@ -1275,8 +1294,9 @@ fn advisor_the_key_never_appears_in_output_state_or_journal() {
     outputs.push(out);
     check_files("a 500 that echoes the key");
 
+    // The 500 came on the first call after the 60-minute hold: held twice as long.
     change(&sb, AUTH, 4);
-    let out = run(&at(90), 12);
+    let out = run(&at(200), 12);
     assert_eq!(outcome(&out.json(), AUTH), "llm_skip");
     outputs.push(out);
     check_files("a success");

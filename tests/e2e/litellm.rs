@@ -13,10 +13,10 @@ use crate::util::openai::{FakeOpenAi, KEY, Reply};
 use crate::util::{Output, Sandbox, at};
 
 /// High risk (the path says `auth`): always consulted.
-const AUTH: &str = "src/auth.js";
+pub(crate) const AUTH: &str = "src/auth.js";
 /// High risk too (`session`, `token`).
-const SESSION: &str = "src/session.js";
-const TOKEN: &str = "src/token.js";
+pub(crate) const SESSION: &str = "src/session.js";
+pub(crate) const TOKEN: &str = "src/token.js";
 
 /// The headers every answer of LiteLLM 1.108 carries (peer-shapes.md).
 fn through_litellm(reply: Reply) -> Reply {
@@ -28,7 +28,7 @@ fn through_litellm(reply: Reply) -> Reply {
 }
 
 /// A sandbox whose repository holds `paths`, each at version 1.
-fn sandbox(paths: &[&str]) -> Sandbox {
+pub(crate) fn sandbox(paths: &[&str]) -> Sandbox {
     let sb = Sandbox::new();
     for path in paths {
         sb.repo.write(path, body(path, 1));
@@ -37,13 +37,13 @@ fn sandbox(paths: &[&str]) -> Sandbox {
     sb
 }
 
-fn body(path: &str, version: u64) -> String {
+pub(crate) fn body(path: &str, version: u64) -> String {
     format!("// {path}\nmodule.exports = {version};\n")
 }
 
 /// One tick against `ai` at `now`; any exit of a tick that ran (0 or a wake).
 #[track_caller]
-fn tick(sb: &Sandbox, ai: &FakeOpenAi, now: &str, extra: &[&str]) -> (Value, Output) {
+pub(crate) fn tick(sb: &Sandbox, ai: &FakeOpenAi, now: &str, extra: &[&str]) -> (Value, Output) {
     let out = sb.advisor_tick_cmd(ai, now).args(extra).output();
     assert!(
         out.code == 0 || (10..=17).contains(&out.code),
@@ -55,7 +55,7 @@ fn tick(sb: &Sandbox, ai: &FakeOpenAi, now: &str, extra: &[&str]) -> (Value, Out
 }
 
 #[track_caller]
-fn file<'a>(report: &'a Value, path: &str) -> &'a Value {
+pub(crate) fn file<'a>(report: &'a Value, path: &str) -> &'a Value {
     report["files"]
         .as_array()
         .expect("files is an array")

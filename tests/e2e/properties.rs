@@ -380,7 +380,7 @@ const ERROR_SHAPES: [(u16, &str, Class); 27] = [
 ];
 
 /// Every phrase the classifier reads in a message, lower case.
-const CLASSIFIER_PHRASES: [&str; 14] = [
+const CLASSIFIER_PHRASES: [&str; 33] = [
     "budget has been exceeded",
     "crossed budget",
     "exceeded budget",
@@ -395,6 +395,27 @@ const CLASSIFIER_PHRASES: [&str; 14] = [
     "content management policy",
     "loading model",
     "request too large",
+    "contextwindowexceedederror",
+    "prompt is too long",
+    "input is too long",
+    // Money is read by its words, wherever they stand.
+    "quota",
+    "credit",
+    "billing",
+    "balance",
+    "payment",
+    "spend limit",
+    "spending limit",
+    "usage limit",
+    "usage_limit",
+    "out of funds",
+    "insufficient funds",
+    // And so is a wait.
+    "try again in",
+    "retry in",
+    "retry after",
+    "try again after",
+    "rate limit",
 ];
 
 /// Words a provider might add to a message, none of them a classifier's phrase.
@@ -484,8 +505,7 @@ proptest! {
         let failure = Failure::Http {
             status,
             body: with_noise(body, &noise, noise_field.as_deref()),
-            retry_after_ms: None,
-            retry_after: None,
+            headers: Vec::new(),
         };
         prop_assert_eq!(protocol::classify(&failure), expected, "{} {}", status, body);
     }
@@ -504,15 +524,22 @@ proptest! {
         prop_assume!(serde_json::from_str::<Value>(&body).map_or(true, |v| {
             v.get("error").is_none() && v.get("object") != Some(&json!("error"))
         }));
+        let mut headers = Vec::new();
+        if let Some(v) = &retry_after_ms {
+            headers.push(("retry-after-ms".to_string(), v.clone()));
+        }
+        if let Some(v) = &retry_after {
+            headers.push(("llm_provider-retry-after".to_string(), v.clone()));
+        }
         let failure = Failure::Http {
             status,
             body: body.clone(),
-            retry_after_ms: retry_after_ms.clone(),
-            retry_after: retry_after.clone(),
+            headers,
         };
         let class = protocol::classify(&failure);
         let expected = match status {
             429 => Class::RateLimit,
+            402 => Class::Quota,
             401 | 403 => Class::Auth,
             400 | 404 | 422 => Class::Request,
             413 => Class::FileRequest,
@@ -522,7 +549,7 @@ proptest! {
         prop_assert_eq!(class, expected, "status {}", status);
         // Whatever the headers say, the protocol stops after a few attempts.
         let now: DateTime<Utc> = "2026-06-16T12:00:00Z".parse().unwrap();
-        let wait = protocol::server_wait(retry_after_ms.as_deref(), retry_after.as_deref(), now);
+        let wait = protocol::server_wait(&failure, now).map(|w| w.wait);
         let mut attempts = 1;
         while let protocol::Step::Retry(d) = protocol::next_step(class, attempts, wait, now) {
             prop_assert!(d <= std::time::Duration::from_secs(60), "a sleep of {d:?}");
@@ -638,12 +665,15 @@ proptest! {
     ) {
         let now: DateTime<Utc> = "2026-06-16T12:00:00Z".parse().unwrap();
         let header = if as_ms { (secs * 1000).to_string() } else { secs.to_string() };
-        let wait = if as_ms {
-            protocol::server_wait(Some(&header), None, now)
-        } else {
-            protocol::server_wait(None, Some(&header), now)
+        let name = if as_ms { "retry-after-ms" } else { "llm_provider-retry-after" };
+        let failure = Failure::Http {
+            status: 429,
+            body: String::new(),
+            headers: vec![(name.to_string(), header)],
         };
-        let wait = wait.expect("a positive number of seconds is a sane wait");
+        let wait = protocol::server_wait(&failure, now)
+            .expect("a positive number of seconds is a sane wait")
+            .wait;
         prop_assert_eq!(wait, std::time::Duration::from_secs(secs));
         match protocol::next_step(class, 1, Some(wait), now) {
             protocol::Step::Retry(d) => {
@@ -722,8 +752,7 @@ fn deeply_nested_json_is_refused_without_overflowing_the_stack() {
     let failure = Failure::Http {
         status: 500,
         body: format!("{{\"error\":{deep}}}"),
-        retry_after_ms: None,
-        retry_after: None,
+        headers: Vec::new(),
     };
     assert_eq!(protocol::classify(&failure), Class::Server);
     let (triggers, bad) = autonomy::signals(&deep, "2026-06-16T12:00:00Z".parse().unwrap());

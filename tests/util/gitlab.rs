@@ -131,6 +131,8 @@ pub enum Endpoint {
     MergeRequests,
     /// `GET|PUT /projects/:id/merge_requests/:iid`.
     MergeRequest,
+    /// `GET /groups/:id/projects` (a fleet's discovery).
+    GroupProjects,
     /// Anything else (answered 404 like GitLab's router).
     Unknown,
 }
@@ -283,6 +285,13 @@ struct Settings {
     token: Option<String>,
     cut_compare: bool,
     compare_max_files: usize,
+    /// A group's projects (GitLab's listing objects), each served from the
+    /// one backing repository under its id; `group_page` is the most a page
+    /// holds, whatever `per_page` asks.
+    group: Vec<Value>,
+    group_page: usize,
+    /// Project ids answered `403 Forbidden`.
+    forbidden: Vec<u64>,
 }
 
 /// A recursive or flat listing of one tree at one commit.
@@ -306,6 +315,9 @@ impl FakeGitLab {
                 token: Some(TOKEN.to_string()),
                 cut_compare: false,
                 compare_max_files: 1000,
+                group: Vec::new(),
+                group_page: MAX_PER_PAGE,
+                forbidden: Vec::new(),
             }),
             queues: Mutex::new(HashMap::new()),
             log: Mutex::new(Vec::new()),
@@ -359,6 +371,17 @@ impl FakeGitLab {
     }
 
     /// Serve every compare cut: no diffs and `compare_timeout: true`.
+    /// Serve `projects` (GitLab's listing objects: `id`,
+    /// `path_with_namespace`, `default_branch`, `archived`) as the projects
+    /// of every group, `page` at most a page, each one the backing
+    /// repository under its id; the ids in `forbidden` answer 403.
+    pub fn serve_group(&self, projects: Vec<Value>, page: usize, forbidden: &[u64]) {
+        let mut settings = lock(&self.shared.settings);
+        settings.group = projects;
+        settings.group_page = page.max(1);
+        settings.forbidden = forbidden.to_vec();
+    }
+
     pub fn cut_compare(&self, cut: bool) {
         lock(&self.shared.settings).cut_compare = cut;
     }
@@ -623,6 +646,7 @@ fn route(segments: &[String]) -> Endpoint {
         ["api", "v4", "projects", _, "issues", _] => Endpoint::Issue,
         ["api", "v4", "projects", _, "merge_requests"] => Endpoint::MergeRequests,
         ["api", "v4", "projects", _, "merge_requests", _] => Endpoint::MergeRequest,
+        ["api", "v4", "groups", _, "projects"] => Endpoint::GroupProjects,
         ["api", "v4", "projects", _, "repository", ref rest @ ..] => match rest {
             ["commits"] => Endpoint::Commits,
             ["branches", _] => Endpoint::Branch,
@@ -667,8 +691,25 @@ impl Shared {
                 return Response::error(401, "401.json");
             }
         }
+        if call.endpoint == Endpoint::GroupProjects {
+            return self.group_projects(call);
+        }
         let project = &call.segments[3];
-        if project != PROJECT && *project != PROJECT_ID.to_string() {
+        let (in_group, forbidden) = {
+            let settings = lock(&self.settings);
+            let id = project.parse::<u64>().ok();
+            (
+                settings
+                    .group
+                    .iter()
+                    .any(|p| p["id"].as_u64().is_some() && p["id"].as_u64() == id),
+                id.is_some_and(|id| settings.forbidden.contains(&id)),
+            )
+        };
+        if forbidden {
+            return Response::json(403, &json!({"message": "403 Forbidden"}));
+        }
+        if project != PROJECT && *project != PROJECT_ID.to_string() && !in_group {
             return Response::error(404, "404-project.json");
         }
         match call.endpoint {
@@ -692,8 +733,29 @@ impl Shared {
             Endpoint::File | Endpoint::FileRaw => self.file(call),
             Endpoint::Issues | Endpoint::Issue => self.issues(call),
             Endpoint::MergeRequests | Endpoint::MergeRequest => self.merge_requests(call),
-            Endpoint::Unknown => unreachable!(),
+            Endpoint::Unknown | Endpoint::GroupProjects => unreachable!(),
         }
+    }
+
+    /// One page of the group's projects, archived ones left out when asked
+    /// (`archived=false`), with GitLab's offset pagination headers.
+    fn group_projects(&self, call: &Call<'_>) -> Response {
+        let settings = lock(&self.settings);
+        let projects: Vec<&Value> = settings
+            .group
+            .iter()
+            .filter(|p| call.param("archived") != Some("false") || p["archived"] != true)
+            .collect();
+        let per_page = call.per_page(20).min(settings.group_page);
+        let start = (call.page() - 1) * per_page;
+        let page: Vec<&Value> = projects
+            .iter()
+            .skip(start)
+            .take(per_page)
+            .copied()
+            .collect();
+        let response = Response::json(200, &json!(page));
+        offset_pages(call, &self.origin, response, projects.len(), per_page)
     }
 
     /// A branch exists or not (the sandbox branch of patches).

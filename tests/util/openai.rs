@@ -158,6 +158,56 @@ impl Reply {
         }
     }
 
+    /// What a real LiteLLM 1.108.7 proxy answered, as recorded by
+    /// `scripts/litellm-record` in `fixtures/peers/litellm-1.108.7/<name>.json`:
+    /// its status, every header it sent and its body, byte for byte.
+    pub fn recorded(name: &str) -> Reply {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures/peers/litellm-1.108.7")
+            .join(format!("{name}.json"));
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+        let rec: Value = serde_json::from_str(&text).expect("a recording is JSON");
+        let headers = rec["headers"]
+            .as_array()
+            .expect("headers")
+            .iter()
+            .map(|h| {
+                (
+                    h[0].as_str().unwrap().to_string(),
+                    h[1].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        Reply::Fixed {
+            status: rec["status"].as_u64().expect("status") as u16,
+            headers,
+            body: rec["body"].as_str().expect("body").as_bytes().to_vec(),
+        }
+    }
+
+    /// The same reply with the value of header `name` replaced.
+    pub fn with_header_value(self, name: &str, value: &str) -> Reply {
+        match self {
+            Reply::Fixed {
+                status,
+                headers,
+                body,
+            } => Reply::Fixed {
+                status,
+                headers: headers
+                    .into_iter()
+                    .map(|(n, v)| match n.eq_ignore_ascii_case(name) {
+                        true => (n, value.to_string()),
+                        false => (n, v),
+                    })
+                    .collect(),
+                body,
+            },
+            other => other,
+        }
+    }
+
     /// The fixture's answer: SKIP, usage `FIXTURE_USAGE`.
     pub fn completion() -> Reply {
         Reply::fixture(200, "completion.json")

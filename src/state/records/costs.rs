@@ -36,6 +36,14 @@ pub struct DaySpend {
     /// What they were counted at (USD).
     #[serde(default, skip_serializing_if = "is_zero_usd")]
     pub timed_out_usd: f64,
+    /// The highest real cost of one call (reported or priced from usage)
+    /// per model asked: a reservation for that model is at least the
+    /// highest of the last 7 days (`gate::costs::real_price`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub max_call_usd: BTreeMap<String, f64>,
+    /// Answers a proxy gave from another model, as `asked -> answered`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub fallbacks: BTreeMap<String, u64>,
 }
 
 fn is_zero(n: &u64) -> bool {

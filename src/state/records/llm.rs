@@ -35,8 +35,9 @@ pub struct Circuit {
     /// When it opened: a clock that went back before it must not stretch it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub opened: Option<DateTime<Utc>>,
-    /// Timeout circuits before this one with no answer in between: the
-    /// next timeout hold is longer (see `timeout_hold`).
+    /// Circuits before this one whose first call after them failed again,
+    /// with no answer in between: each doubled the hold (see
+    /// `protocol::escalated`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub streak: u32,
 }

@@ -1,0 +1,275 @@
+//! A fleet tick: every project of a GitLab group, discovered in one
+//! listing, filtered, sharded, and ticked one after the other, each with a
+//! state of its own under `--state-dir` and exactly the single-project tick.
+//!
+//! What a fleet shares is not built yet: each project counts its own
+//! `--daily-budget` and holds its own circuit (see docs/fleet.md).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Result, bail};
+use sha2::{Digest, Sha256};
+
+use crate::cli::{Environment, SourceKind, TickArgs};
+use crate::exit;
+use crate::source::gitlab::{GitLabSource, GroupProject};
+
+/// A glob over a project's path with namespace: `*` within a segment.
+pub fn path_glob(pattern: &str) -> Result<globset::Glob, String> {
+    globset::GlobBuilder::new(pattern)
+        .literal_separator(true)
+        .build()
+        .map_err(|e| e.kind().to_string())
+}
+
+/// Which projects this run ticks: the filters and the shard.
+pub struct Selection {
+    include: globset::GlobSet,
+    exclude: globset::GlobSet,
+    /// `(k, n)`, 1-based.
+    shard: (u32, u32),
+}
+
+impl Selection {
+    pub fn new(include: &[String], exclude: &[String], shard: (u32, u32)) -> Result<Selection> {
+        let set = |patterns: &[String]| -> Result<globset::GlobSet> {
+            let mut b = globset::GlobSetBuilder::new();
+            for p in patterns {
+                b.add(path_glob(p).map_err(|e| anyhow::anyhow!("`{p}` is not a glob ({e})"))?);
+            }
+            Ok(b.build()?)
+        };
+        Ok(Selection {
+            include: set(include)?,
+            exclude: set(exclude)?,
+            shard,
+        })
+    }
+
+    /// Whether this run ticks `p`.
+    pub fn takes(&self, p: &GroupProject) -> bool {
+        let path = p.path_with_namespace.as_str();
+        (self.include.is_empty() || self.include.is_match(path))
+            && !self.exclude.is_match(path)
+            && shard_of(p.id, self.shard.1) == self.shard.0
+    }
+}
+
+/// The shard (1-based, of `n`) a project belongs to: a hash of its numeric
+/// id, which a rename or a move keeps, spread evenly.
+pub fn shard_of(id: u64, n: u32) -> u32 {
+    let digest = Sha256::digest(id.to_string().as_bytes());
+    let word = u64::from_be_bytes(digest[..8].try_into().expect("8 bytes"));
+    (word % u64::from(n.max(1))) as u32 + 1
+}
+
+/// The shard from `--shard`, else from GitLab's `parallel:` variables.
+fn shard(args: &TickArgs, lookup: &dyn Fn(&str) -> Option<String>) -> Result<(u32, u32)> {
+    if let Some(shard) = args.fleet.shard {
+        return Ok(shard);
+    }
+    match (lookup("CI_NODE_INDEX"), lookup("CI_NODE_TOTAL")) {
+        (Some(k), Some(n)) => crate::cli::parse_shard(&format!("{k}/{n}")).map_err(|e| {
+            anyhow::anyhow!("CI_NODE_INDEX and CI_NODE_TOTAL do not name a shard: {e}")
+        }),
+        _ => Ok((1, 1)),
+    }
+}
+
+/// How the projects' ticks ended.
+#[derive(Debug, Default)]
+struct Tally {
+    noop: u64,
+    woke: u64,
+    busy: u64,
+    skipped: u64,
+    failed: Vec<String>,
+    /// The exit code of the highest-precedence wake (the lowest of 10..17).
+    wake: Option<u8>,
+}
+
+/// Discover, select and tick; the exit code is the fleet's.
+pub fn run(args: TickArgs, tick: &dyn Fn(TickArgs) -> Result<u8>) -> Result<u8> {
+    let lookup = |k: &str| std::env::var(k).ok();
+    let Some(dir) = args.fleet.state_dir.clone() else {
+        bail!("--group needs --state-dir, where each project keeps its state");
+    };
+    let group = args.fleet.group.clone().unwrap_or_default();
+    let selection = Selection::new(
+        &args.fleet.include,
+        &args.fleet.exclude,
+        shard(&args, &lookup)?,
+    )?;
+    let found = discover(&args, &group)?;
+    let mut tally = Tally::default();
+    let mine: Vec<&GroupProject> = found
+        .projects
+        .iter()
+        .filter(|p| selection.takes(p))
+        .collect();
+    for p in &mine {
+        tick_one(&args, p, &dir, tick, &mut tally);
+    }
+    summary(&group, &found, mine.len(), &selection, &tally);
+    Ok(match (&tally.failed[..], tally.wake) {
+        ([_, ..], _) if args.fleet.strict => 1,
+        (_, Some(code)) => code,
+        _ => exit::for_reason(crate::gate::wake::Reason::None),
+    })
+}
+
+/// The group's projects, in one bounded listing.
+fn discover(args: &TickArgs, group: &str) -> Result<crate::source::gitlab::Discovered> {
+    let env = Environment::from_lookup(|k| std::env::var(k).ok());
+    let mut source_args = args.source.clone();
+    source_args.source = Some(SourceKind::Gitlab);
+    // The listing needs no project or branch; any stands in for the check.
+    source_args.project = Some(group.to_string());
+    source_args.branch = Some("-".into());
+    let crate::cli::SourceChoice::Gitlab(cfg) = source_args.choose(&env)? else {
+        bail!("--group needs the GitLab source: set --gitlab-url or SENTINEL_GITLAB_URL");
+    };
+    let mut gitlab = GitLabSource::new(cfg).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let found = gitlab
+        .group_projects(group, args.fleet.topic.as_deref())
+        .map_err(|e| anyhow::anyhow!("the fleet could not list group `{group}`: {e}"))?;
+    Ok(found)
+}
+
+/// One project's tick, exactly as a single-project tick of it would run.
+fn tick_one(
+    args: &TickArgs,
+    p: &GroupProject,
+    dir: &Path,
+    tick: &dyn Fn(TickArgs) -> Result<u8>,
+    tally: &mut Tally,
+) {
+    let name = crate::report::escape::terminal(&p.path_with_namespace).into_owned();
+    let Some(branch) = args
+        .source
+        .branch
+        .clone()
+        .or_else(|| p.default_branch.clone())
+    else {
+        eprintln!("sentinel: {name} (#{}): no repository yet, skipped", p.id);
+        tally.skipped += 1;
+        return;
+    };
+    let mut one = args.clone();
+    one.fleet = crate::cli::FleetArgs::default();
+    one.source.source = Some(SourceKind::Gitlab);
+    one.source.project = Some(p.id.to_string());
+    one.source.branch = Some(branch);
+    one.state.state = Some(state_path(dir, p.id));
+    eprintln!("sentinel: {name} (#{}):", p.id);
+    match tick(one) {
+        Ok(0) => tally.noop += 1,
+        Ok(code @ 10..=17) => {
+            tally.woke += 1;
+            tally.wake = Some(tally.wake.map_or(code, |w| w.min(code)));
+        }
+        Ok(_) => tally.busy += 1,
+        Err(e) => {
+            let why = crate::redact::text(&format!("{e:#}"));
+            eprintln!("error: {}", crate::report::escape::terminal(&why));
+            tally.failed.push(format!("{name} (#{})", p.id));
+        }
+    }
+}
+
+/// Where a project's state lives: by its numeric id, which a rename or a
+/// move keeps.
+pub fn state_path(dir: &Path, id: u64) -> PathBuf {
+    dir.join(id.to_string()).join("state.json")
+}
+
+/// The fleet's line: what was found, what this shard took, how it ended.
+fn summary(
+    group: &str,
+    found: &crate::source::gitlab::Discovered,
+    mine: usize,
+    selection: &Selection,
+    t: &Tally,
+) {
+    let (k, n) = selection.shard;
+    let shard = if n > 1 {
+        format!(", shard {k}/{n}")
+    } else {
+        String::new()
+    };
+    let failed = match t.failed.len() {
+        0 => String::new(),
+        _ => format!(" ({})", t.failed.join(", ")),
+    };
+    eprintln!(
+        "sentinel: fleet `{}`: {} project(s) listed in {} page(s), {mine} ticked{shard}: {} no-op, {} woke, {} busy, {} skipped, {} failed{failed}",
+        crate::report::escape::terminal(group),
+        found.projects.len(),
+        found.pages,
+        t.noop,
+        t.woke,
+        t.busy,
+        t.skipped,
+        t.failed.len()
+    );
+    if let Some(why) = &found.incomplete {
+        eprintln!(
+            "sentinel: fleet: the listing is incomplete ({}): the projects not listed were not ticked, and nothing of theirs is forgotten",
+            crate::redact::text(why)
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn project(id: u64, path: &str) -> GroupProject {
+        GroupProject {
+            id,
+            path_with_namespace: path.into(),
+            default_branch: Some("main".into()),
+            archived: false,
+        }
+    }
+
+    #[test]
+    fn the_shards_of_a_group_cover_every_project_exactly_once() {
+        let projects: Vec<GroupProject> = (1..=1000).map(|i| project(i, "g/p")).collect();
+        let mut seen = vec![0u32; 1001];
+        for k in 1..=4 {
+            let s = Selection::new(&[], &[], (k, 4)).unwrap();
+            let mine: Vec<&GroupProject> = projects.iter().filter(|p| s.takes(p)).collect();
+            // Spread evenly: each shard holds about a quarter.
+            assert!(
+                (200..=300).contains(&mine.len()),
+                "shard {k}: {}",
+                mine.len()
+            );
+            for p in mine {
+                seen[p.id as usize] += 1;
+            }
+        }
+        assert!(seen[1..].iter().all(|n| *n == 1));
+    }
+
+    #[test]
+    fn include_and_exclude_match_the_path_with_namespace() {
+        let s = Selection::new(&["g/libs/*".into()], &["g/libs/old-*".into()], (1, 1)).unwrap();
+        assert!(s.takes(&project(1, "g/libs/a")));
+        assert!(!s.takes(&project(2, "g/libs/old-a")));
+        assert!(!s.takes(&project(3, "g/apps/a")));
+        assert!(
+            !s.takes(&project(4, "g/libs/deep/a")),
+            "* stays in one segment"
+        );
+    }
+
+    #[test]
+    fn a_shard_is_k_of_n() {
+        assert_eq!(crate::cli::parse_shard("2/4"), Ok((2, 4)));
+        for bad in ["0/4", "5/4", "x/4", "4", "1/0"] {
+            assert!(crate::cli::parse_shard(bad).is_err(), "{bad}");
+        }
+    }
+}

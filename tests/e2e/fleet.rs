@@ -1,0 +1,161 @@
+//! A fleet tick of a GitLab group (`--group`): the `sentinel` binary against
+//! the fake GitLab serving a group whose every project is the sandbox's
+//! repository under its own id. Discovery follows every page; each project
+//! gets exactly a single-project tick and a state of its own.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use crate::util::gitlab::{Endpoint, FakeGitLab, Reply, TOKEN};
+use crate::util::{Output, Sandbox, at};
+
+/// `n` projects of group `acme`, half under `acme/libs`, half under
+/// `acme/apps` (a subgroup each), ids from 1001.
+fn group(n: u64) -> Vec<Value> {
+    (1..=n)
+        .map(|i| {
+            let sub = if i % 2 == 0 { "libs" } else { "apps" };
+            json!({
+                "id": 1000 + i,
+                "path_with_namespace": format!("acme/{sub}/p{i}"),
+                "default_branch": "main",
+                "archived": false,
+            })
+        })
+        .collect()
+}
+
+fn fleet(sb: &Sandbox, gl: &FakeGitLab, dir: &Path, now: &str, extra: &[&str]) -> Output {
+    sb.sentinel(["tick", "--now", now, "--source", "gitlab"])
+        .args(["--gitlab-url", &gl.url(), "--group", "acme", "--state-dir"])
+        .arg(dir)
+        .args(extra)
+        .env("SENTINEL_GITLAB_TOKEN", TOKEN)
+        .output()
+}
+
+/// The project ids that have a state under `dir`.
+fn with_state(dir: &Path) -> BTreeSet<u64> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return BTreeSet::new();
+    };
+    entries
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().join("state.json").is_file())
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect()
+}
+
+fn states(sb: &Sandbox, name: &str) -> PathBuf {
+    sb.root().join(name)
+}
+
+#[test]
+fn a_fleet_ticks_every_listed_project_and_a_quiet_fleet_writes_nothing() {
+    let sb = Sandbox::with_files(&["a.js", "b.js"]);
+    let gl = sb.gitlab();
+    let mut projects = group(25);
+    projects.push(json!({"id": 2000, "path_with_namespace": "acme/old", "default_branch": "main", "archived": true}));
+    // Ten a page: three pages to follow.
+    gl.serve_group(projects, 10, &[]);
+    let dir = states(&sb, "fleet");
+    let first = fleet(&sb, &gl, &dir, &at(0), &[]);
+    assert_eq!(first.code, 10, "{}", first.stderr);
+    let ids: BTreeSet<u64> = (1001..=1025).collect();
+    assert_eq!(with_state(&dir), ids, "the archived project has no state");
+    assert_eq!(gl.requests_to(Endpoint::GroupProjects).len(), 3);
+    assert!(
+        first
+            .stderr
+            .contains("25 project(s) listed in 3 page(s), 25 ticked: 0 no-op, 25 woke"),
+        "{}",
+        first.stderr
+    );
+
+    let before: Vec<Vec<u8>> = ids
+        .iter()
+        .map(|id| std::fs::read(dir.join(id.to_string()).join("state.json")).unwrap())
+        .collect();
+    gl.clear_requests();
+    let quiet = fleet(&sb, &gl, &dir, &at(10), &[]);
+    assert_eq!(quiet.code, 0, "{}", quiet.stderr);
+    // The listing's pages and one head lookup a project, nothing else.
+    let requests = gl.requests();
+    let heads = gl.requests_to(Endpoint::Commits).len();
+    assert_eq!((requests.len(), heads), (3 + 25, 25), "{requests:?}");
+    let after: Vec<Vec<u8>> = ids
+        .iter()
+        .map(|id| std::fs::read(dir.join(id.to_string()).join("state.json")).unwrap())
+        .collect();
+    assert!(before == after, "a quiet fleet wrote a state");
+}
+
+#[test]
+fn a_project_gitlab_refuses_is_named_and_the_rest_of_the_fleet_goes_on() {
+    let sb = Sandbox::with_files(&["a.js"]);
+    let gl = sb.gitlab();
+    gl.serve_group(group(4), 100, &[1003]);
+    let dir = states(&sb, "fleet");
+    let out = fleet(&sb, &gl, &dir, &at(0), &[]);
+    assert_eq!(out.code, 10, "{}", out.stderr);
+    assert!(out.stderr.contains("403"), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("3 woke, 0 busy, 0 skipped, 1 failed (acme/apps/p3 (#1003))"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(with_state(&dir), [1001, 1002, 1004].into());
+    let strict = fleet(&sb, &gl, &dir, &at(10), &["--strict"]);
+    assert_eq!(strict.code, 1, "{}", strict.stderr);
+}
+
+#[test]
+fn the_shards_of_a_fleet_together_tick_every_project_exactly_once() {
+    let sb = Sandbox::with_files(&["a.js"]);
+    let gl = sb.gitlab();
+    gl.serve_group(group(12), 100, &[]);
+    let mut seen: Vec<u64> = Vec::new();
+    for k in 1..=3 {
+        let dir = states(&sb, &format!("shard-{k}"));
+        let out = fleet(&sb, &gl, &dir, &at(0), &["--shard", &format!("{k}/3")]);
+        assert!(matches!(out.code, 0 | 10), "{}", out.stderr);
+        seen.extend(with_state(&dir));
+    }
+    seen.sort_unstable();
+    assert_eq!(seen, (1001..=1012).collect::<Vec<u64>>());
+}
+
+#[test]
+fn include_and_exclude_choose_projects_by_their_path_with_namespace() {
+    let sb = Sandbox::with_files(&["a.js"]);
+    let gl = sb.gitlab();
+    gl.serve_group(group(6), 100, &[]);
+    let dir = states(&sb, "libs");
+    let out = fleet(
+        &sb,
+        &gl,
+        &dir,
+        &at(0),
+        &["--include", "acme/libs/*", "--exclude", "acme/libs/p6"],
+    );
+    assert_eq!(out.code, 10, "{}", out.stderr);
+    assert_eq!(with_state(&dir), [1002, 1004].into());
+}
+
+#[test]
+fn a_group_gitlab_does_not_know_stops_the_fleet_and_names_it() {
+    let sb = Sandbox::with_files(&["a.js"]);
+    let gl = sb.gitlab();
+    gl.push(
+        Endpoint::GroupProjects,
+        Reply::json(404, &json!({"message": "404 Group Not Found"})),
+    );
+    let dir = states(&sb, "fleet");
+    let out = fleet(&sb, &gl, &dir, &at(0), &[]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(out.stderr.contains("group `acme`"), "{}", out.stderr);
+    assert!(with_state(&dir).is_empty());
+}
