@@ -150,7 +150,18 @@ fn run_tick(args: TickArgs) -> Result<u8> {
             *note = "advisor off (`--llm off`): the needs_review files are handed over".into();
         }
     }
-    eprintln!("{}", crate::redact::text(&report::tick_line(&report)));
+    finish_tick(&args, report)
+}
+
+/// The tick's line (naming its project in a fleet), its JSON, and its exit code.
+fn finish_tick(args: &TickArgs, mut report: tick::TickReport) -> Result<u8> {
+    let line = report::tick_line(&report);
+    let line = match &args.label {
+        // A fleet's tick names its project on its own line: ticks overlap.
+        Some(label) => line.replacen("sentinel: ", &format!("sentinel: {label}: "), 1),
+        None => line,
+    };
+    eprintln!("{}", crate::redact::text(&line));
     // A dry run says what it would have done, file by file.
     report.summarise_pending(args.all_pending || args.dry_run);
     if args.json {
@@ -168,7 +179,10 @@ fn run_tick(args: TickArgs) -> Result<u8> {
     let code = report.exit_code;
     // The process ends with this tick: freeing a report of 100,000 files
     // line by line costs more CPU than the exit that reclaims it at once.
-    std::mem::forget(report);
+    // A fleet's process goes on to the next project.
+    if args.label.is_none() {
+        std::mem::forget(report);
+    }
     Ok(code)
 }
 
@@ -283,6 +297,7 @@ fn tick_config(
                     args.llm.max_tokens,
                 ),
             },
+            fleet: args.share.clone(),
         }),
         locks: args.source.lock.clone(),
         autonomy: autonomy::Settings {
@@ -685,7 +700,13 @@ fn run_reset(args: crate::cli::ResetArgs) -> Result<u8> {
     if done.changed {
         store::save(&path, &state)?;
     }
-    emit(format!("{}\n", done.lines.join("\n")))?;
+    // Paths and a peer's reason for the circuit: escaped, line by line.
+    let lines: Vec<_> = done
+        .lines
+        .iter()
+        .map(|l| crate::report::escape::terminal(l))
+        .collect();
+    emit(format!("{}\n", lines.join("\n")))?;
     Ok(crate::exit::NONE)
 }
 

@@ -212,8 +212,9 @@ pub struct RecordArgs {
     /// Why, in words; kept with the decision.
     #[arg(long, help_heading = WORK, value_name = "TEXT")]
     pub reason: Option<String>,
-    /// What the agent's work on this file cost; joins today's budget.
-    #[arg(long, help_heading = ADVISOR, value_name = "USD")]
+    /// What the agent's work on this file cost; joins today's budget
+    /// (a number of dollars from 0 to 1000).
+    #[arg(long, help_heading = ADVISOR, value_name = "USD", value_parser = parse_cost)]
     pub cost_usd: Option<f64>,
     #[command(flatten)]
     pub source: SourceArgs,
@@ -708,6 +709,12 @@ pub struct FleetArgs {
     /// CI_NODE_TOTAL when GitLab sets them, else the whole group.
     #[arg(long, env = "SENTINEL_SHARD", help_heading = FLEET, value_name = "K/N", value_parser = parse_shard)]
     pub shard: Option<(u32, u32)>,
+    /// Projects ticked at once.
+    ///
+    /// Their head lookups overlap, so a quiet group costs its slowest requests,
+    /// not their sum. An agent (`--agent`) ticks one project at a time.
+    #[arg(long, env = "SENTINEL_JOBS", help_heading = FLEET, value_name = "N", default_value_t = 8)]
+    pub jobs: usize,
     /// Exit 1 when any project's tick fails, not only when the fleet cannot run.
     #[arg(
         long,
@@ -726,6 +733,12 @@ pub struct TickArgs {
     pub state: StateArg,
     #[command(flatten)]
     pub fleet: FleetArgs,
+    /// Set by a fleet for each project's tick, never on the command line.
+    #[arg(skip)]
+    pub share: Option<crate::tick::FleetShare>,
+    /// The project a fleet's tick is about, named in its line.
+    #[arg(skip)]
+    pub label: Option<String>,
     /// Move a state of another scope to this tick's on purpose.
     ///
     /// A state belongs to one source, project, branch and path; a tick of
@@ -1363,6 +1376,19 @@ fn parse_lock(s: &str) -> Result<String, String> {
         .map_err(|e| {
             format!("`{s}` is not a glob ({e}); escape `[`, `{{` and `\\` with a backslash")
         })
+}
+
+/// A cost a person gives: finite, not negative, at most the per-call
+/// ceiling; anything else is a mistake to fix, not a number to drop.
+fn parse_cost(s: &str) -> Result<f64, String> {
+    let max = crate::state::bounds::MAX_CALL_USD;
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && (0.0..=max).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "`{}` is not a cost: give a number of dollars from 0 to {max}, like 0.12",
+            crate::report::escape::terminal(s)
+        )),
+    }
 }
 
 fn parse_now(s: &str) -> Result<DateTime<Utc>, String> {

@@ -57,9 +57,29 @@ pub fn transport_message(e: &ureq::Error) -> String {
     }
 }
 
+/// The fields of a request to GitLab whose values are words: a title, a
+/// description, a commit message, a note. They quote what models and
+/// agents said, which may quote a file holding a secret.
+const WORD_FIELDS: [&str; 4] = ["title", "description", "commit_message", "body"];
+
+/// `body` with its words redacted; its data (a file's content, a path, a
+/// branch, an id) is left as it is (invariant 20: content that would carry
+/// a secret to a branch is refused before it gets here, never mangled).
+fn redact_words(mut body: serde_json::Value) -> serde_json::Value {
+    if let serde_json::Value::Object(fields) = &mut body {
+        for key in WORD_FIELDS {
+            if let Some(serde_json::Value::String(text)) = fields.get_mut(key) {
+                *text = crate::redact::text(text);
+            }
+        }
+    }
+    body
+}
+
 /// One request to GitLab's API with its token in `PRIVATE-TOKEN` (the
 /// dashboard issue, the merge request, the sandbox's commits): the status
-/// and at most 4 MiB of the body. A `POST` or `PUT` sends `body` as JSON.
+/// and at most 4 MiB of the body. A `POST` or `PUT` sends `body` as JSON,
+/// its words redacted: every text that leaves for GitLab passes here.
 pub fn gitlab_send(
     agent: &ureq::Agent,
     token: Option<&str>,
@@ -67,6 +87,7 @@ pub fn gitlab_send(
     url: &str,
     body: Option<serde_json::Value>,
 ) -> Result<(u16, Vec<u8>), String> {
+    let body = body.map(redact_words);
     let result = if method == "GET" {
         let mut r = agent.get(url);
         if let Some(t) = token {

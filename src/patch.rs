@@ -13,10 +13,12 @@ mod gitlab_sandbox;
 mod holds;
 pub mod merge_request;
 mod sandbox;
+pub mod strangers;
 mod temp_index;
 
 pub use merge_request::Review;
 pub use sandbox::Carried;
+pub use strangers::Stranger;
 
 /// The default sandbox branch.
 pub const SANDBOX: &str = "sentinel-sandbox";
@@ -50,6 +52,31 @@ pub trait Patcher {
     /// The command that would take the sandbox's proposals, for the tick's line.
     fn merge_hint(&self) -> Option<String> {
         None
+    }
+    /// The commits of the sandbox branch after `base` (the base it was
+    /// built on) and not in the watched `tip` (where a merged one went)
+    /// that are not `own` (sentinel's commits, as it remembers them),
+    /// oldest first: none when the branch holds exactly what sentinel
+    /// says, or does not exist.
+    fn strangers(
+        &mut self,
+        base: &str,
+        tip: &str,
+        own: &[String],
+    ) -> Result<Vec<Stranger>, String> {
+        let _ = (base, tip, own);
+        Ok(Vec::new())
+    }
+    /// Whether people work on the sandbox branch too (a merge request on
+    /// GitLab): a stranger there stops proposing until a person resolves
+    /// it. A branch that is sentinel's own (git) is rebuilt without it.
+    fn shared(&self) -> bool {
+        false
+    }
+    /// Build nothing more on the sandbox this tick: every commit and
+    /// rebuild answers `why`, and the merge request is left as it is.
+    fn stop(&mut self, why: String) {
+        let _ = why;
     }
     /// Keep the sandbox's one merge request up to date: `page` describes
     /// the open proposals, `None` closes it; `known` is the one the state
@@ -94,6 +121,12 @@ pub fn commit_message(path: &str, reason: &str, fingerprint: &str) -> String {
         crate::llm::bounds::cap(reason.trim(), MAX_MESSAGE_BODY_CHARS),
         crate::report::escape::terminal(fingerprint)
     )
+}
+
+/// A full SHA-1 or SHA-256 commit id, as a peer may only send one: any
+/// other text (of any length) is not kept in the state as one.
+pub fn is_commit_id(id: &str) -> bool {
+    (id.len() == 40 || id.len() == 64) && id.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// Check a proposed content before it is committed.
@@ -322,6 +355,15 @@ impl Patcher for GitBranch {
         self.rebuild_on(base, chain)
     }
 
+    fn strangers(
+        &mut self,
+        base: &str,
+        tip: &str,
+        own: &[String],
+    ) -> Result<Vec<Stranger>, String> {
+        self.strangers_on(base, tip, own)
+    }
+
     fn merge_hint(&self) -> Option<String> {
         let name = self.branch.strip_prefix(crate::branch::HEADS);
         Some(format!("git merge {}", name.unwrap_or(&self.branch)))
@@ -336,6 +378,8 @@ pub struct GitLabBranch {
     pub branch: String,
     /// `--merge-request`: keep one merge request of the sandbox branch.
     pub merge_request: bool,
+    /// Why nothing more is built on the branch this tick (`Patcher::stop`).
+    stopped: Option<String>,
 }
 
 impl GitLabBranch {
@@ -349,6 +393,7 @@ impl GitLabBranch {
             cfg,
             branch,
             merge_request: false,
+            stopped: None,
         })
     }
 
@@ -363,23 +408,14 @@ impl GitLabBranch {
 
 impl Patcher for GitLabBranch {
     fn commit(&mut self, path: &str, content: &str, message: &str) -> Result<String, String> {
-        let token = self.cfg.token.as_ref().map(|t| t.expose().to_string());
-        let mut get = self
-            .agent
-            .get(&self.url(&format!("repository/branches/{}", encode(&self.branch))));
-        if let Some(t) = &token {
-            get = get.header("PRIVATE-TOKEN", t);
+        if let Some(why) = &self.stopped {
+            return Err(why.clone());
         }
-        let exists = match get.call() {
-            Ok(r) if r.status().as_u16() == 200 => true,
-            Ok(r) if r.status().as_u16() == 404 => false,
-            Ok(r) => {
-                return Err(format!(
-                    "GitLab answered the branch lookup with {}",
-                    r.status().as_u16()
-                ));
-            }
-            Err(e) => return Err(crate::http::transport_message(&e)),
+        let branch = self.url(&format!("repository/branches/{}", encode(&self.branch)));
+        let exists = match self.send("GET", &branch, None)?.0 {
+            200 => true,
+            404 => false,
+            s => return Err(format!("GitLab answered the branch lookup with {s}")),
         };
         let mut body = serde_json::json!({
             "branch": self.branch,
@@ -389,25 +425,15 @@ impl Patcher for GitLabBranch {
         if !exists {
             body["start_branch"] = crate::branch::gitlab_name(&self.cfg.branch).into();
         }
-        let mut post = self.agent.post(&self.url("repository/commits"));
-        if let Some(t) = &token {
-            post = post.header("PRIVATE-TOKEN", t);
-        }
-        let mut r = post
-            .header("Content-Type", "application/json")
-            .send(body.to_string())
-            .map_err(|e| crate::http::transport_message(&e))?;
-        let status = r.status().as_u16();
-        let answer: serde_json::Value = r
-            .body_mut()
-            .with_config()
-            .limit(4 << 20)
-            .read_to_vec()
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .unwrap_or(serde_json::Value::Null);
+        // Through `gitlab_send`, where every request's words are redacted.
+        let (status, answer) = self.send("POST", &self.url("repository/commits"), Some(body))?;
         match status {
-            200..=299 => Ok(answer["id"].as_str().unwrap_or("committed").to_string()),
+            // The id is kept in the state: only an object id is taken.
+            200..=299 => Ok(answer["id"]
+                .as_str()
+                .filter(|id| is_commit_id(id))
+                .unwrap_or("committed")
+                .to_string()),
             401 | 403 => Err(format!(
                 "GitLab refused the patch ({status}): committing needs a token with the api scope and Developer access"
             )),
@@ -415,7 +441,10 @@ impl Patcher for GitLabBranch {
                 "GitLab refused the patch ({s}{}); tried again on a later wake",
                 answer["message"]
                     .as_str()
-                    .map(|m| format!(": {m}"))
+                    .map(|m| format!(
+                        ": {}",
+                        merge_request::peer_text(m, merge_request::MAX_MESSAGE_CHARS)
+                    ))
                     .unwrap_or_default()
             )),
         }
@@ -426,6 +455,11 @@ impl Patcher for GitLabBranch {
     }
 
     fn holds(&mut self, path: &str, content: &str) -> Result<Option<String>, String> {
+        // A commit on a branch holding strangers may be a stranger's: it is
+        // never taken for sentinel's own.
+        if let Some(why) = &self.stopped {
+            return Err(why.clone());
+        }
         holds::on_gitlab(self, path, content)
     }
 
@@ -434,7 +468,29 @@ impl Patcher for GitLabBranch {
     }
 
     fn rebuild(&mut self, base: &str, chain: &[Carried]) -> Result<Vec<Option<String>>, String> {
+        if let Some(why) = &self.stopped {
+            return Err(why.clone());
+        }
         self.rebuild_on(base, chain)
+    }
+
+    fn strangers(
+        &mut self,
+        _base: &str,
+        tip: &str,
+        own: &[String],
+    ) -> Result<Vec<Stranger>, String> {
+        // GitLab's compare lists what the branch holds beyond its merge
+        // base with the tip, which holds the base.
+        self.strangers_on(tip, own)
+    }
+
+    fn shared(&self) -> bool {
+        true
+    }
+
+    fn stop(&mut self, why: String) {
+        self.stopped = Some(why);
     }
 
     fn review(
@@ -443,7 +499,7 @@ impl Patcher for GitLabBranch {
         title: &str,
         page: Option<&str>,
     ) -> Result<Option<Review>, String> {
-        if !self.merge_request {
+        if !self.merge_request || self.stopped.is_some() {
             return Ok(None);
         }
         self.review_on(known, title, page).map(Some)
@@ -453,6 +509,15 @@ impl Patcher for GitLabBranch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_commit_id_from_a_peer_is_kept_only_when_it_is_an_object_id() {
+        assert!(is_commit_id(&"a1".repeat(20)));
+        assert!(is_commit_id(&"0f".repeat(32)));
+        assert!(!is_commit_id(&"a".repeat(3 << 20)));
+        assert!(!is_commit_id("committed"));
+        assert!(!is_commit_id(&"g".repeat(40)));
+    }
 
     #[test]
     fn a_proposal_is_validated_before_it_is_committed() {

@@ -7,7 +7,8 @@ use chrono::{DateTime, Utc};
 
 use crate::cli::{Environment, RecordArgs, RecordDecision};
 use crate::gate::{budget, retry, rewrites};
-use crate::state::{Decision, FileRecord, Outcome, State, store};
+use crate::llm::bounds;
+use crate::state::{Decision, FileRecord, Outcome, State, safe_fs, store};
 use crate::tick::{self, Current, Judging};
 
 /// Who made a recorded decision.
@@ -29,6 +30,9 @@ pub fn run(args: RecordArgs) -> Result<u8> {
     let current = current(&state, &args, &file, now)?;
     let line = apply(&mut state, &args, &file, &current, now)?;
     store::save(&path, &state)?;
+    // The path and the reason are a person's or an agent's words: no
+    // control character reaches the terminal raw.
+    let line = crate::report::escape::terminal(&line);
     crate::command::emit(format!("{line}\n"))?;
     Ok(crate::exit::NONE)
 }
@@ -72,10 +76,11 @@ fn apply(
         record.blob = blob.clone();
         record.content = None;
     }
-    let reason = args
-        .reason
-        .clone()
-        .unwrap_or_else(|| "no reason given".into());
+    // Capped as a model's reason is: the state keeps it on every save.
+    let reason = args.reason.as_deref().map_or_else(
+        || "no reason given".into(),
+        |r| bounds::cap(r, bounds::MAX_REASON_CHARS),
+    );
     let (outcome, reason) = match args.decision {
         RecordDecision::Skip => (
             Outcome::LlmSkip,
@@ -90,7 +95,8 @@ fn apply(
     record.retry = retry::after(record.retry.as_ref(), &fingerprint, outcome, None, now);
     remember(record, &fingerprint, outcome, &reason, now);
     state.next_retry = retry::next_due(state.files.values().filter_map(|r| r.retry.as_ref()));
-    if let Some(cost) = args.cost_usd.filter(|c| c.is_finite() && *c >= 0.0) {
+    // `--cost-usd` was checked when it was parsed (a usage error otherwise).
+    if let Some(cost) = args.cost_usd {
         budget::settle(&mut state.llm.budget, cost, false, now);
         crate::gate::costs::record(&mut state.llm.days, &state.llm.budget, BY_AGENT, 1);
     }
@@ -114,15 +120,22 @@ fn remember(record: &mut FileRecord, fp: &str, outcome: Outcome, reason: &str, n
 
 /// The content hash of what the agent left: the file in the clone's work
 /// tree when there is one (committed or not), as the next tick will hash it.
+/// The work tree is the agent's: the file is read as a hostile one (no link
+/// followed, a FIFO refused rather than waited on, bounded), for a link to
+/// `/dev/zero` or a FIFO there would flood or hang `record` under the lock.
 fn own_output(args: &RecordArgs, file: &str) -> Result<String> {
-    let on_disk = args.source.repo.join(file);
-    let bytes = std::fs::read(&on_disk).map_err(|e| {
+    let root = &args.source.repo;
+    let refused = |why: String| {
         anyhow!(
-            "cannot read `{}` to remember the agent's output: {e}; record `evolved` from the clone the agent worked in (--repo)",
-            on_disk.display()
+            "cannot read `{file}` in `{}` to remember the agent's output: {why}; record `evolved` once the agent left a regular file there, from the clone it worked in (--repo) (nothing was recorded)",
+            root.display()
         )
-    })?;
-    Ok(tick::content_hash(&bytes))
+    };
+    match safe_fs::read_beneath(root, file, tick::DEFAULT_MAX_FILE_BYTES) {
+        Ok(Some(bytes)) => Ok(tick::content_hash(&bytes)),
+        Ok(None) => Err(refused("there is no such file".into())),
+        Err(e) => Err(refused(e.to_string())),
+    }
 }
 
 impl RecordArgs {

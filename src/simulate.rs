@@ -177,6 +177,7 @@ fn config(now: DateTime<Utc>, batch: usize, trigger: Trigger) -> TickConfig {
             per_call: 0.05,
             proxied_per_call: 0.05,
             max_tokens: 1024,
+            fleet: None,
         }),
         locks: Vec::new(),
         autonomy: Default::default(),

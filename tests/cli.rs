@@ -16,6 +16,8 @@ mod agents;
 mod bounds;
 #[path = "e2e/canaries.rs"]
 mod canaries;
+#[path = "e2e/careful_record.rs"]
+mod careful_record;
 #[path = "e2e/costs.rs"]
 mod costs;
 #[path = "e2e/dashboard.rs"]
@@ -60,6 +62,10 @@ mod outages;
 mod paid_once;
 #[path = "e2e/patches.rs"]
 mod patches;
+#[path = "e2e/peer_lengths.rs"]
+mod peer_lengths;
+#[path = "e2e/peer_redaction.rs"]
+mod peer_redaction;
 #[path = "e2e/properties.rs"]
 mod properties;
 #[path = "e2e/reliability.rs"]
@@ -68,8 +74,12 @@ mod reliability;
 mod retries;
 #[path = "e2e/sandbox.rs"]
 mod sandbox;
+#[path = "e2e/sandbox_strangers.rs"]
+mod sandbox_strangers;
 #[path = "e2e/scheduler.rs"]
 mod scheduler;
+#[path = "e2e/state_bounds.rs"]
+mod state_bounds;
 #[path = "e2e/state_layout.rs"]
 mod state_layout;
 #[path = "e2e/stuck_ends.rs"]

@@ -5,6 +5,7 @@ use std::cmp::Ordering;
 use chrono::{DateTime, Utc};
 
 use crate::llm::prices::Price;
+use crate::state::bounds;
 pub use crate::state::records::budget::Budget;
 
 /// Why `admit` refused; the seed's wording, kept so its reports still read the same.
@@ -52,31 +53,34 @@ pub fn admit(
     match (spent_today(b) + reserve).partial_cmp(&(limit + SLACK_USD)) {
         Some(Ordering::Less | Ordering::Equal) => Ok(()),
         Some(Ordering::Greater) | None => {
-            b.refusals += 1;
+            b.refusals = bounds::add_count(b.refusals, 1);
             Err(EXHAUSTED)
         }
     }
 }
 
 /// After the call: count it with its real cost (`estimated` = the model had no price).
-pub fn settle(b: &mut Budget, cost: f64, estimated: bool, now: DateTime<Utc>) {
+/// Returns whether the cost was above `bounds::MAX_CALL_USD` and counted at it.
+pub fn settle(b: &mut Budget, cost: f64, estimated: bool, now: DateTime<Utc>) -> bool {
     roll(b, now);
-    // One NaN would poison the lifetime totals for good; a cost that cannot be
-    // real counts as nothing (the call itself is still counted).
-    let cost = if cost.is_finite() && cost > 0.0 {
-        cost
-    } else {
-        0.0
-    };
-    b.calls_today += 1;
-    b.lifetime_calls += 1;
-    if estimated {
-        b.estimated_today += cost;
-        b.lifetime_estimated += cost;
-    } else {
-        b.measured_today += cost;
-        b.lifetime_measured += cost;
+    // One NaN would poison the lifetime totals for good, and one 1e308 twice
+    // would make them infinite, which JSON cannot hold: a cost that cannot be
+    // real counts as nothing, one above the ceiling at the ceiling (the call
+    // itself is counted either way), and every sum saturates.
+    let (cost, capped) = bounds::call_usd(cost);
+    if capped {
+        b.capped = bounds::add_count(b.capped, 1);
     }
+    b.calls_today = bounds::add_count(b.calls_today, 1);
+    b.lifetime_calls = bounds::add_count(b.lifetime_calls, 1);
+    if estimated {
+        b.estimated_today = bounds::add_usd(b.estimated_today, cost);
+        b.lifetime_estimated = bounds::add_usd(b.lifetime_estimated, cost);
+    } else {
+        b.measured_today = bounds::add_usd(b.measured_today, cost);
+        b.lifetime_measured = bounds::add_usd(b.lifetime_measured, cost);
+    }
+    capped
 }
 
 /// Estimate a call before making it: prompt tokens (ceil(chars/4) + overhead) at the input
@@ -239,10 +243,36 @@ mod tests {
         let mut b = Budget::default();
         settle(&mut b, f64::NAN, false, noon());
         settle(&mut b, -1.0, true, noon());
-        settle(&mut b, f64::INFINITY, false, noon());
-        assert_eq!(b.calls_today, 3);
+        assert_eq!(b.calls_today, 2);
         assert_eq!(spent_today(&b), 0.0);
         assert_eq!(b.lifetime_measured + b.lifetime_estimated, 0.0);
+    }
+
+    #[test]
+    fn a_cost_of_1e308_twice_is_counted_at_the_ceiling_and_the_sums_stay_finite() {
+        let mut b = Budget::default();
+        assert!(settle(&mut b, 1.7976931348623157e308, false, noon()));
+        assert!(settle(&mut b, f64::INFINITY, true, noon()));
+        assert!(!settle(&mut b, 0.5, false, noon()));
+        assert_eq!((b.measured_today, b.estimated_today), (1000.5, 1000.0));
+        assert_eq!((b.lifetime_measured, b.capped), (1000.5, 2));
+        assert!(serde_json::to_string(&b).unwrap().contains("1000.5"));
+    }
+
+    #[test]
+    fn counters_saturate_rather_than_wrap() {
+        let mut b = Budget {
+            calls_today: u64::MAX,
+            refusals: u64::MAX,
+            ..Budget::default()
+        };
+        b.day = Some(noon().date_naive());
+        settle(&mut b, 0.1, false, noon());
+        assert!(admit(&mut b, 0.0, 1.0, noon()).is_err());
+        assert_eq!(
+            (b.calls_today, b.refusals),
+            (bounds::MAX_COUNT, bounds::MAX_COUNT)
+        );
     }
 
     #[test]

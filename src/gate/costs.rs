@@ -12,6 +12,7 @@ use chrono::{DateTime, Days, NaiveDate, Utc};
 use serde::Serialize;
 
 use crate::gate::budget::Budget;
+use crate::state::bounds;
 pub use crate::state::records::costs::{Advisory, DaySpend};
 
 /// Real spend on a UTC day above `--daily-budget`.
@@ -71,8 +72,8 @@ pub fn record(
     entry.calls = budget.calls_today;
     entry.measured = budget.measured_today;
     entry.estimated = budget.estimated_today;
-    entry.attempts += attempts;
-    *entry.models.entry(model.to_string()).or_default() += 1;
+    entry.attempts = bounds::add_count(entry.attempts, attempts);
+    bounds::bump(&mut entry.models, model, 1);
     prune(days, day);
 }
 
@@ -83,10 +84,7 @@ pub fn record_source(
     source: crate::llm::prices::CostSource,
 ) {
     if let Some(entry) = budget.day.and_then(|day| days.get_mut(&day)) {
-        *entry
-            .sources
-            .entry(source.as_str().to_string())
-            .or_default() += 1;
+        bounds::bump(&mut entry.sources, source.as_str(), 1);
     }
 }
 
@@ -98,8 +96,8 @@ pub fn record_timed_out(
     usd: f64,
 ) {
     if let Some(entry) = budget.day.and_then(|day| days.get_mut(&day)) {
-        entry.timed_out += n;
-        entry.timed_out_usd += usd;
+        entry.timed_out = bounds::add_count(entry.timed_out, n);
+        entry.timed_out_usd = bounds::add_usd(entry.timed_out_usd, usd);
     }
 }
 
@@ -395,13 +393,14 @@ pub fn calibrate(
             usd: 0.0,
         });
         c.days += 1;
-        c.requests += billed.requests;
-        c.usd += billed.usd;
+        c.requests = bounds::add_count(c.requests, billed.requests);
+        c.usd = bounds::add_usd(c.usd, billed.usd);
     }
     by_model
         .into_values()
         .map(|mut c| {
-            c.per_call = c.usd / c.requests as f64;
+            // Kept in the state as a per-call cost: bounded as one.
+            c.per_call = bounds::call_usd(c.usd / c.requests as f64).0;
             c
         })
         .collect()

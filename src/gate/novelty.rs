@@ -219,13 +219,15 @@ pub fn remember(record: &mut FileRecord, fp: &str, decision: Decision, now: Date
     record.decision = Some(decision);
     record.first_ts.get_or_insert(now);
     record.last_ts = now;
-    record.evaluations += 1;
+    // Counters saturate: a hand-edited record must not wrap or abort a tick.
+    record.evaluations = crate::state::bounds::add_count(record.evaluations, 1);
 }
 
 /// Count a reuse and the tokens it is estimated to have saved.
 pub fn reuse(record: &mut FileRecord, tokens: u64, now: DateTime<Utc>) {
-    record.reuses += 1;
-    record.tokens_saved += tokens;
+    use crate::state::bounds::add_count;
+    record.reuses = add_count(record.reuses, 1);
+    record.tokens_saved = add_count(record.tokens_saved, tokens);
     record.last_ts = now;
 }
 
@@ -257,6 +259,19 @@ pub fn evict<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_records_counters_at_u64_max_saturate_instead_of_wrapping() {
+        let now: DateTime<Utc> = "2026-06-16T00:00:00Z".parse().unwrap();
+        let mut r = FileRecord {
+            reuses: u64::MAX,
+            tokens_saved: u64::MAX,
+            ..FileRecord::default()
+        };
+        reuse(&mut r, 500, now);
+        let max = crate::state::bounds::MAX_COUNT;
+        assert_eq!((r.reuses, r.tokens_saved), (max, max));
+    }
 
     fn parts() -> Parts<'static> {
         Parts {

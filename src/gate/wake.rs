@@ -239,15 +239,15 @@ pub fn remember(
     settled: bool,
     now: DateTime<Utc>,
 ) {
-    s.ticks += unsaved_noops + 1;
-    s.noops += unsaved_noops;
+    // Counters saturate: the state must load whatever they reach.
+    use crate::state::bounds::{add_count, bump};
+    s.ticks = add_count(s.ticks, add_count(unsaved_noops, 1));
+    s.noops = add_count(s.noops, unsaved_noops);
     if unsaved_noops > 0 {
-        *s.by_reason.entry("none".into()).or_default() += unsaved_noops;
+        bump(&mut s.by_reason, "none", unsaved_noops);
     }
-    s.wakes += 1;
-    *s.by_reason
-        .entry(verdict.reason.as_str().into())
-        .or_default() += 1;
+    s.wakes = add_count(s.wakes, 1);
+    bump(&mut s.by_reason, verdict.reason.as_str(), 1);
     s.last_wake_reason = Some(verdict.reason.as_str().into());
     s.last_wake_ts = Some(now);
     if settled {

@@ -111,7 +111,10 @@ impl GitLabBranch {
             }
             let (status, answer) =
                 self.send("POST", &self.url("repository/commits"), Some(body))?;
-            match (status, answer["id"].as_str()) {
+            match (
+                status,
+                answer["id"].as_str().filter(|id| super::is_commit_id(id)),
+            ) {
                 (200..=299, Some(id)) => made.push(Some(id.to_string())),
                 _ => {
                     return Err(format!(
@@ -119,7 +122,13 @@ impl GitLabBranch {
                         crate::report::escape::terminal(&c.path),
                         answer["message"]
                             .as_str()
-                            .map(|m| format!(": {m}"))
+                            .map(|m| format!(
+                                ": {}",
+                                super::merge_request::peer_text(
+                                    m,
+                                    super::merge_request::MAX_MESSAGE_CHARS
+                                )
+                            ))
                             .unwrap_or_default()
                     ));
                 }

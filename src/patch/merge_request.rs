@@ -34,7 +34,7 @@ impl GitLabBranch {
             "GitLab refused to {what} the merge request ({status}{}){hint}",
             answer["message"]
                 .as_str()
-                .map(|m| format!(": {}", crate::redact::text(m)))
+                .map(|m| format!(": {}", peer_text(m, MAX_MESSAGE_CHARS)))
                 .unwrap_or_default()
         )
     }
@@ -50,24 +50,42 @@ impl GitLabBranch {
         }
     }
 
-    /// An open merge request of these branches that a person or an earlier
-    /// tick opened: adopted rather than duplicated.
+    /// An open merge request of these branches that an earlier tick opened
+    /// (its state lost): adopted rather than duplicated. One a person
+    /// opened is theirs: never adopted, its title and description never
+    /// overwritten; the tick says so and opens none.
     fn find_open(&self) -> Result<Option<u64>, String> {
+        let target = crate::branch::gitlab_name(&self.cfg.branch);
         let url = self.url(&format!(
             "merge_requests?state=opened&source_branch={}&target_branch={}&per_page=1",
             encode(&self.branch),
-            encode(crate::branch::gitlab_name(&self.cfg.branch))
+            encode(target)
         ));
-        match self.send("GET", &url, None)? {
-            (200, Value::Array(list)) => Ok(list.first().and_then(|m| m["iid"].as_u64())),
-            (s, answer) => Err(self.refused("find", s, &answer)),
+        let found = match self.send("GET", &url, None)? {
+            (200, Value::Array(list)) => list.into_iter().next(),
+            (s, answer) => return Err(self.refused("find", s, &answer)),
+        };
+        let Some(mr) = found else {
+            return Ok(None);
+        };
+        let iid = mr["iid"].as_u64();
+        let sentinels = mr["description"]
+            .as_str()
+            .is_some_and(|d| d.starts_with(OPENING));
+        match iid {
+            Some(iid) if sentinels => Ok(Some(iid)),
+            _ => Err(format!(
+                "merge request !{} from `{}` to `{target}` was not opened by sentinel; it is left as it is, and sentinel opens none beside it: close it, or choose another --sandbox-branch",
+                iid.unwrap_or_default(),
+                crate::report::escape::terminal(&self.branch)
+            )),
         }
     }
 
     fn edit(&self, iid: u64, body: Value) -> Result<String, String> {
         let url = self.url(&format!("merge_requests/{iid}"));
         match self.send("PUT", &url, Some(body))? {
-            (200..=299, answer) => Ok(answer["web_url"].as_str().unwrap_or_default().to_string()),
+            (200..=299, answer) => Ok(web_url(&answer)),
             (s, answer) => Err(self.refused("edit", s, &answer)),
         }
     }
@@ -105,16 +123,39 @@ impl GitLabBranch {
         });
         match self.send("POST", &self.url("merge_requests"), Some(body))? {
             (200..=299, answer) => match answer["iid"].as_u64() {
-                Some(iid) => Ok(Review::Opened(
-                    iid,
-                    answer["web_url"].as_str().unwrap_or_default().to_string(),
-                )),
+                Some(iid) => Ok(Review::Opened(iid, web_url(&answer))),
                 None => Err("GitLab's new merge request has no iid".into()),
             },
             (s, answer) => Err(self.refused("open", s, &answer)),
         }
     }
 }
+
+/// The most characters of a merge request's address sentinel repeats (in
+/// its line, its notes and `--json`): a peer may send any length, and a
+/// real address is far shorter.
+pub const MAX_URL_CHARS: usize = 2_000;
+/// The most characters of a message GitLab sends with a refusal.
+pub const MAX_MESSAGE_CHARS: usize = 500;
+
+/// Text a peer sent, as sentinel repeats it: redacted, its control
+/// characters escaped, at most `max` characters.
+pub fn peer_text(text: &str, max: usize) -> String {
+    let redacted = crate::redact::text(text);
+    crate::llm::bounds::cap(&crate::report::escape::terminal(&redacted), max)
+}
+
+/// The merge request's `web_url`, bounded.
+fn web_url(answer: &Value) -> String {
+    peer_text(
+        answer["web_url"].as_str().unwrap_or_default(),
+        MAX_URL_CHARS,
+    )
+}
+
+/// How every description sentinel writes begins: how it knows its own
+/// merge request when the state that remembered it was lost.
+pub const OPENING: &str = "Proposed by sentinel:";
 
 /// The most bytes of a description: GitLab's limit is 1,048,576 characters.
 pub const MAX_DESCRIPTION_BYTES: usize = 1_000_000;
@@ -137,8 +178,8 @@ pub fn title(n: usize) -> String {
 /// fingerprint, every text from the model escaped as Markdown.
 pub fn description(listed: &[Listed<'_>]) -> String {
     use crate::report::escape::{code, markdown};
-    let mut out = String::from(
-        "Proposed by sentinel: one commit per file on this branch, based on the watched branch's tip.\n\n",
+    let mut out = format!(
+        "{OPENING} one commit per file on this branch, based on the watched branch's tip.\n\n"
     );
     let mut left = 0;
     for (i, l) in listed.iter().enumerate() {

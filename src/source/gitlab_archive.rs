@@ -31,6 +31,11 @@ const TRACKED_PER_READ: usize = 100;
 const MIN_TIMEOUT: Duration = Duration::from_secs(600);
 /// Bytes of an error answer worth reading for its message.
 const ERROR_BODY_BYTES: u64 = 4 << 10;
+/// The most bytes of a GNU long name or a PAX record: a name is read
+/// whole into memory before its entry, so one of 250 MB took twice that
+/// (a growing buffer) whatever `--max-archive-bytes` said. Far above any
+/// path a tree holds (4 KiB on Linux).
+const MAX_NAME_BYTES: u64 = 64 << 10;
 
 /// What the archive gave for one content id.
 enum Held {
@@ -252,13 +257,23 @@ fn unpack<R: Read>(
     let mut found = HashMap::new();
     let hex_len = wanted.keys().next().map_or(40, String::len);
     let mut top: Option<Vec<u8>> = None;
+    // Raw entries: long names and PAX records are read here, bounded,
+    // rather than by the tar reader, which reads them whole.
+    let mut name: Option<Vec<u8>> = None;
     let result = (|| -> io::Result<()> {
-        for entry in archive.entries()? {
+        for entry in archive.entries()?.raw(true) {
             let mut entry = entry?;
-            if !entry.header().entry_type().is_file() {
+            let kind = entry.header().entry_type();
+            if let Some(named) = extension(&mut entry, kind)? {
+                name = named.or(name.take());
                 continue;
             }
-            let path = entry.path_bytes().into_owned();
+            let path = name
+                .take()
+                .unwrap_or_else(|| entry.path_bytes().into_owned());
+            if !kind.is_file() {
+                continue;
+            }
             if !plain_path(&path, &mut top) {
                 continue;
             }
@@ -278,9 +293,47 @@ fn unpack<R: Read>(
     let stopped = match result {
         Ok(()) => None,
         Err(_) if over.get() => Some(format!("it went past {max} bytes (--max-archive-bytes)")),
+        Err(e) if e.kind() == io::ErrorKind::FileTooLarge => Some(e.to_string()),
         Err(e) => Some(format!("the download failed or was cut ({e})")),
     };
     (found, stopped)
+}
+
+/// For an entry that describes the next one (a GNU long name or link, a
+/// PAX record): `Some` with the name it gives the next entry, if any. Its
+/// bytes are read only up to `MAX_NAME_BYTES`; a longer one stops the
+/// archive (`FileTooLarge`). `None` for any other entry.
+fn extension(entry: &mut impl Read, kind: tar::EntryType) -> io::Result<Option<Option<Vec<u8>>>> {
+    let (long_name, pax) = (kind.is_gnu_longname(), kind.is_pax_local_extensions());
+    let describes = long_name || pax || kind.is_gnu_longlink() || kind.is_pax_global_extensions();
+    if !describes {
+        return Ok(None);
+    }
+    let mut bytes = Vec::new();
+    entry.take(MAX_NAME_BYTES + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_NAME_BYTES {
+        return Err(io::Error::new(
+            io::ErrorKind::FileTooLarge,
+            format!(
+                "an entry's long name or PAX record is over {MAX_NAME_BYTES} bytes, more than any path takes"
+            ),
+        ));
+    }
+    if long_name {
+        // GNU writes the name with its terminating NUL.
+        let end = bytes.iter().position(|b| *b == 0).unwrap_or(bytes.len());
+        bytes.truncate(end);
+        return Ok(Some(Some(bytes)));
+    }
+    if pax {
+        let path = tar::PaxExtensions::new(&bytes)
+            .filter_map(Result::ok)
+            .filter(|e| e.key_bytes() == b"path")
+            .last()
+            .map(|e| e.value_bytes().to_vec());
+        return Ok(Some(path));
+    }
+    Ok(Some(None))
 }
 
 /// The content id of one entry and what to keep of it. Bytes are counted:
@@ -399,6 +452,66 @@ mod tests {
 
     fn id(bytes: &[u8]) -> String {
         super::super::git_blob_id(bytes, 40)
+    }
+
+    /// A tar.gz of `(kind, header name, bytes)` entries, as given.
+    fn raw_tar_gz(entries: &[(tar::EntryType, &str, &[u8])]) -> Vec<u8> {
+        let mut tar = tar::Builder::new(Vec::new());
+        for (kind, name, bytes) in entries {
+            let mut h = tar::Header::new_gnu();
+            h.as_old_mut().name[..name.len()].copy_from_slice(name.as_bytes());
+            h.set_size(bytes.len() as u64);
+            h.set_mode(0o644);
+            h.set_entry_type(*kind);
+            h.set_cksum();
+            tar.append(&h, *bytes).unwrap();
+        }
+        let raw = tar.into_inner().unwrap();
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        io::Write::write_all(&mut gz, &raw).unwrap();
+        gz.finish().unwrap()
+    }
+
+    /// A PAX record `path=<path>`, its length prefix included.
+    fn pax_path(path: &str) -> Vec<u8> {
+        let body = format!(" path={path}\n");
+        let mut n = body.len() + 1;
+        while format!("{n}{body}").len() != n {
+            n += 1;
+        }
+        format!("{n}{body}").into_bytes()
+    }
+
+    #[test]
+    fn a_long_name_or_pax_record_of_250_mb_stops_the_archive_before_it_is_read() {
+        use tar::EntryType::{GNULongName, Regular, XHeader};
+        let a = b"a\n".as_slice();
+        // 1 MB stands for 250: anything over the bound is refused unread.
+        let huge = vec![b'n'; 1 << 20];
+        for kind in [GNULongName, XHeader] {
+            let gz = raw_tar_gz(&[(kind, "././@LongLink", &huge), (Regular, "t/a.js", a)]);
+            let (found, stopped) = unpack(gz.as_slice(), &want(&[id(a)]), 100, 64 << 20);
+            let why = stopped.expect("stopped");
+            assert!(why.contains("long name or PAX record"), "{why}");
+            assert!(found.is_empty());
+        }
+        // Read here rather than by the tar reader, a name under the bound
+        // still names its entry, and is checked like any path.
+        let (b, c) = (b"b\n".as_slice(), b"c\n".as_slice());
+        let long = format!("t/{}/a.js\0", "d".repeat(200));
+        let gz = raw_tar_gz(&[
+            (GNULongName, "././@LongLink", long.as_bytes()),
+            (Regular, "cut-short", a),
+            (XHeader, "pax", &pax_path("t/b.js")),
+            (Regular, "t/../evil", b),
+            (XHeader, "pax", &pax_path("t/../c.js")),
+            (Regular, "t/c.js", c),
+        ]);
+        let (found, stopped) = unpack(gz.as_slice(), &want(&[id(a), id(b), id(c)]), 100, 1 << 20);
+        assert_eq!(stopped, None);
+        assert!(found.contains_key(&id(a)), "the long name is the path");
+        assert!(found.contains_key(&id(b)), "the PAX path is the path");
+        assert!(!found.contains_key(&id(c)), "a PAX path with `..` is odd");
     }
 
     fn want(ids: &[String]) -> HashMap<String, usize> {

@@ -1,6 +1,7 @@
 //! The state file: its schema, the lock, atomic saves, the no-op journal
 //! and the decision journal.
 
+pub mod bounds;
 pub mod decisions;
 mod decode;
 pub mod encode;

@@ -313,6 +313,11 @@ pub struct SandboxChain {
     /// edited only when the open proposals change.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub described: Option<String>,
+    /// sentinel's commits the branch may still hold though no proposal
+    /// wants them (a GitLab branch emptied without a request): known as its
+    /// own, and rewritten away by the next build.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left: Vec<String>,
 }
 
 /// The advisor's memory: its circuit, its budget, its open proposals.

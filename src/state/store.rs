@@ -312,6 +312,7 @@ pub fn load_kept_from(
     if let Some(parts) = super::manifest::read(&bytes) {
         let mut state = parts.state;
         check_schema(path, state.schema)?;
+        check_bounds(path, &state)?;
         shards::attach(&mut state, path, parts.layout, parts.shards)?;
         let kept = parts.lines.zip(state.files.loader.clone());
         let kept = kept.map(|(lines, loader)| Kept {
@@ -324,6 +325,7 @@ pub fn load_kept_from(
     match serde_json::from_slice::<State>(&bytes) {
         Ok(mut state) => {
             check_schema(path, state.schema)?;
+            check_bounds(path, &state)?;
             // A manifest names its shards; a document of schema 1 holds its
             // records itself and is migrated by its next save.
             let tail: shards::Tail = serde_json::from_slice(&bytes).map_err(|e| {
@@ -388,6 +390,30 @@ fn check_schema(path: &Path, schema: u32) -> Result<()> {
     if schema == 0 {
         bail!(
             "state file `{}` has no valid `schema` field; the file was left untouched: restore it from a backup, or move it away to start over",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+/// A number outside its bounds is damage: the state is not worked on as if
+/// it held zero there, and the message names the field and what it may hold.
+fn check_bounds(path: &Path, state: &State) -> Result<()> {
+    if let Err(d) = super::bounds::check(state) {
+        bail!(
+            "state file `{}` is damaged: {d}; the file was left untouched: set the field to a value within that bound (0 resets it), restore the file from a backup, or move it away to start over with a first run",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+/// The save's half of `check_bounds`: a state its own loader would refuse
+/// is never written, the previous one is kept.
+fn check_before_save(path: &Path, state: &State) -> Result<()> {
+    if let Err(d) = super::bounds::check(state) {
+        bail!(
+            "refusing to save state file `{}`: {d}; the previous state was kept: this is a bug of sentinel, report it with the command that led to it",
             path.display()
         );
     }
@@ -471,6 +497,7 @@ fn with_header(header: &Header, body: &[u8]) -> Result<Vec<u8>> {
 /// Serialise as one document (schema 1's layout, kept by `MemoryStorage`):
 /// header line, then backlog, then one line per file.
 pub fn encode(state: &State) -> Result<Vec<u8>> {
+    check_before_save(Path::new("memory"), state)?;
     let mut body = Vec::with_capacity(64 + state.files.len() * 256);
     encode_common(state, &mut body)?;
     body.extend_from_slice(b",\n\"files\":{");
@@ -559,6 +586,7 @@ pub fn save(path: &Path, state: &State) -> Result<u64> {
 /// still as it was read.
 pub fn save_kept(path: &Path, state: &State, kept: Option<&Kept>) -> Result<u64> {
     refuse_link(path)?;
+    check_before_save(path, state)?;
     let w = shards::save_kept(path, state, kept)?;
     remove_stale_temps(path);
     Ok(w.shard_bytes + w.manifest_bytes)

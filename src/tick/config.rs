@@ -79,6 +79,53 @@ pub struct AdvisorSettings {
     /// even on a loopback URL (where `per_call` may be 0).
     pub proxied_per_call: f64,
     pub max_tokens: u64,
+    /// What the project's fleet shares with it, when it is ticked as one.
+    pub fleet: Option<FleetShare>,
+}
+
+/// A project's place in its fleet: its id, and the book every project of
+/// the fleet reads and writes while it ticks (they may tick at once).
+#[derive(Debug, Clone)]
+pub struct FleetShare {
+    pub id: u64,
+    pub book: std::sync::Arc<std::sync::Mutex<FleetBook>>,
+    /// Held through a call to the model: the fleet's projects tick at once,
+    /// but call one after the other, so each sees the budget and the
+    /// circuit the call before it left (a quota wall costs one call).
+    pub calls: std::sync::Arc<std::sync::Mutex<()>>,
+}
+
+/// What a fleet's projects share: `--daily-budget` is one budget for all of
+/// them, and a circuit one project opened holds the provider for every
+/// other. Kept across runs in the fleet's ledger (`fleet::ledger`).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FleetBook {
+    /// The UTC day `spent` counts.
+    #[serde(default)]
+    pub day: Option<chrono::NaiveDate>,
+    /// Each project's spend on `day` (USD), by numeric id.
+    #[serde(default)]
+    pub spent: std::collections::BTreeMap<u64, f64>,
+    /// The provider's circuit as a project last left it open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub circuit: Option<crate::llm::protocol::Circuit>,
+    /// What calls under way reserved, by project: never saved.
+    #[serde(skip)]
+    pub pending: std::collections::BTreeMap<u64, f64>,
+}
+
+impl FleetBook {
+    /// What the fleet's other projects spent today or hold for a call.
+    pub fn others(&self, id: u64) -> f64 {
+        let sum = |m: &std::collections::BTreeMap<u64, f64>| -> f64 {
+            m.iter()
+                .filter(|(k, _)| **k != id)
+                .map(|(_, v)| v.max(0.0))
+                .sum()
+        };
+        sum(&self.spent) + sum(&self.pending)
+    }
 }
 
 /// The evidence version of this build's rules and policy. The advisor is not

@@ -26,11 +26,31 @@ impl Work<'_> {
         bytes: Option<Vec<u8>>,
     ) -> Result<Judgement> {
         let settings = self.settings(state);
+        let fleet = settings.fleet.clone();
+        let _one_call_at_a_time = fleet
+            .as_ref()
+            .map(|f| f.calls.lock().unwrap_or_else(|e| e.into_inner()));
         self.check_real_price(state, &settings)?;
         let reserve = match self.preflight(state, s, &settings) {
             Ok(reserve) => reserve,
             Err(not_asked) => return Ok(not_asked),
         };
+        // Whatever ends the call, the fleet's book takes its reservation back.
+        let judged = self.consult_reserved(state, s, bytes, reserve, &settings);
+        self.fleet_after(state, &settings);
+        judged
+    }
+
+    /// A call once the budget admitted it: the bytes, the journal's intent,
+    /// the call, its settlement and its judgement.
+    fn consult_reserved(
+        &mut self,
+        state: &mut State,
+        s: &Subject,
+        bytes: Option<Vec<u8>>,
+        reserve: f64,
+        settings: &AdvisorSettings,
+    ) -> Result<Judgement> {
         let bytes = match bytes {
             Some(b) => b,
             None => match self.bytes_for_advisor(state, s)? {
@@ -310,16 +330,21 @@ impl Work<'_> {
                 None,
             ));
         }
-        if let Some(c) = state
-            .llm
-            .circuit
-            .as_ref()
-            .filter(|c| protocol::is_open(c, now))
+        // A circuit another project of the fleet opened holds this one too.
+        let mut book = settings.fleet.as_ref().map(|f| (f.id, fleet_book(f)));
+        let own = state.llm.circuit.clone().map(|c| (c, ""));
+        let shared = (book.as_ref())
+            .and_then(|(_, b)| b.circuit.clone())
+            .map(|c| (c, " by the fleet"));
+        if let Some((c, by)) = own
+            .into_iter()
+            .chain(shared)
+            .find(|(c, _)| protocol::is_open(c, now))
         {
             return Err((
                 Outcome::Held,
                 format!(
-                    "provider held until {} ({}): {}",
+                    "provider held{by} until {} ({}): {}",
                     c.until.to_rfc3339(),
                     c.class.as_str(),
                     c.advice
@@ -328,19 +353,51 @@ impl Work<'_> {
             ));
         }
         let reserve = self.reservation(state, s, settings);
-        if let Err(why) = budget::admit(&mut state.llm.budget, settings.daily_budget, reserve, now)
-        {
+        // A fleet's budget is one for all its projects: what the others
+        // spent today, or hold for a call under way, is not this one's.
+        let others = book.as_ref().map_or(0.0, |(id, b)| b.others(*id));
+        let limit = (settings.daily_budget - others).max(0.0);
+        if let Err(why) = budget::admit(&mut state.llm.budget, limit, reserve, now) {
+            let fleet = match book {
+                Some(_) => format!(" (the fleet's, less ${others:.4} its other projects spent)"),
+                None => String::new(),
+            };
             return Err((
                 Outcome::Deferred,
                 format!(
-                    "{why}: ${:.4} spent today, this call could cost ${reserve:.4} of the ${:.2} limit",
+                    "{why}: ${:.4} spent today, this call could cost ${reserve:.4} of the ${:.2} limit{fleet}",
                     budget::spent_today(&state.llm.budget),
                     settings.daily_budget
                 ),
                 None,
             ));
         }
+        if let Some((id, b)) = book.as_mut() {
+            *b.pending.entry(*id).or_default() += reserve;
+        }
         Ok(reserve)
+    }
+
+    /// After a call: the fleet's book learns this project's spend today in
+    /// place of what it reserved, and its circuit when open and longer.
+    fn fleet_after(&self, state: &State, settings: &AdvisorSettings) {
+        let Some(f) = settings.fleet.as_ref() else {
+            return;
+        };
+        let now = self.cfg.now;
+        let mut book = fleet_book(f);
+        book.pending.remove(&f.id);
+        book.spent
+            .insert(f.id, budget::spent_today(&state.llm.budget).max(0.0));
+        let open = |c: &Circuit| protocol::is_open(c, now);
+        if let Some(c) = state.llm.circuit.as_ref().filter(|c| open(c))
+            && book
+                .circuit
+                .as_ref()
+                .is_none_or(|b| !open(b) || b.until < c.until)
+        {
+            book.circuit = Some(c.clone());
+        }
     }
 
     /// The bytes to send when the facts were remembered and the file was not
@@ -613,6 +670,12 @@ fn settle(
     if let Some(cost) = real {
         crate::gate::costs::record_real_cost(&mut state.llm.days, &state.llm.budget, model, cost);
     }
+}
+
+/// The fleet's book, whoever held it last (a tick that panicked while
+/// holding it left it whole: each change is one assignment).
+fn fleet_book(f: &crate::tick::FleetShare) -> std::sync::MutexGuard<'_, crate::tick::FleetBook> {
+    f.book.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// What a file too large for the model says beside the peer's words: its

@@ -35,6 +35,7 @@ use crate::gate::costs;
 use crate::llm::client::{Action, Answer, Call, Outcome as CallOutcome};
 use crate::llm::protocol::Class;
 use crate::publish::WriteLog;
+use crate::state::bounds::add_count;
 use crate::state::decisions::{Answered, Entry, Journal, Line, content_id};
 use crate::state::storage::Storage;
 use crate::state::{JournalMark, Outcome, Proposal, State};
@@ -173,6 +174,12 @@ impl Ledger {
     pub(super) fn down(&self) -> Option<&str> {
         self.down.as_deref()
     }
+
+    /// The sandbox commits the journal recorded: sentinel's own, even
+    /// when the state saved after them was lost.
+    pub(super) fn sandbox_commits(&self) -> impl Iterator<Item = String> + '_ {
+        self.sandbox.values().flatten().cloned()
+    }
 }
 
 /// Count a call the state lacks: its cost when the budget counted it, and
@@ -193,7 +200,7 @@ fn spend(
         model,
         u64::from(attempts),
     );
-    state.llm.attempts += u64::from(attempts);
+    state.llm.attempts = add_count(state.llm.attempts, u64::from(attempts));
 }
 
 impl Work<'_> {

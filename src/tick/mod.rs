@@ -5,6 +5,7 @@
 //! (consulting the advisor only where local policy cannot decide), save and
 //! report. Every early exit is visible at its stage.
 
+mod clock;
 mod config;
 mod consult;
 mod early;
@@ -23,7 +24,10 @@ mod waiting;
 
 use anyhow::Result;
 
-pub use config::{AdvisorSettings, LegacyEvidence, TickConfig, current_evidence, legacy_evidence};
+pub use config::{
+    AdvisorSettings, FleetBook, FleetShare, LegacyEvidence, TickConfig, current_evidence,
+    legacy_evidence,
+};
 pub use facts::{
     Current, DEFAULT_MAX_FILE_BYTES, Judging, SUMMARY_RULES, content_hash, current_fingerprint,
     fingerprint_of, review_due, status_of,
@@ -113,8 +117,10 @@ pub fn run(cfg: &TickConfig, fx: &mut Effects) -> Result<TickReport> {
     // it loaded is kept to compare with once the source was asked.
     let outage = (look.verdict.reason == Reason::ShaUnavailable).then(|| state.clone());
     let journal = fx.storage.journal_read()?;
-    let upgraded = identity::upgrade(&mut state, cfg);
+    let mut upgraded: Vec<String> = identity::upgrade(&mut state, cfg).into_iter().collect();
+    upgraded.extend(clock::reset_jumps(&mut state, cfg.now));
     waiting::adopt(&mut state, cfg.now);
+    let capped = state.llm.budget.capped;
     let mut work = Work::new(cfg, &look, fx);
     work.open_ledger(&mut state)?;
     let spent = work.spend(&mut state, &look);
@@ -136,6 +142,7 @@ pub fn run(cfg: &TickConfig, fx: &mut Effects) -> Result<TickReport> {
     let done = work.finish(&mut state, spent, &files);
 
     let mut notes: Vec<String> = upgraded.into_iter().chain(done.notes).collect();
+    notes.extend(capped_note(state.llm.budget.capped.saturating_sub(capped)));
     let counts = save::tally(cfg, &mut state, &files, &mut notes);
     notes.extend(waiting::notes(&state, &files, cfg.now));
     save::summarise(cfg, &mut state, &look, settled, journal);
@@ -171,6 +178,17 @@ pub fn run(cfg: &TickConfig, fx: &mut Effects) -> Result<TickReport> {
         std::mem::forget(state);
     }
     Ok(report)
+}
+
+/// Calls whose reported cost was above the per-call ceiling: counted at it,
+/// and said, for a cost like that is a peer's error more likely than a bill.
+fn capped_note(n: u64) -> Option<String> {
+    (n > 0).then(|| {
+        format!(
+            "{n} call(s) reported a cost above ${} and were counted at ${0}; check the cost the agent or the proxy reports",
+            crate::state::bounds::MAX_CALL_USD
+        )
+    })
 }
 
 /// The state a wake works on: the one loaded while git walked the new
@@ -220,6 +238,9 @@ struct Work<'a> {
     /// whether that rebuilt it.
     sandbox_tip: Option<String>,
     sandbox_rebuilt: bool,
+    /// The sandbox holds commits sentinel did not make: rebuilt without
+    /// them (git), or nothing built on it this tick (a shared branch).
+    sandbox_strangers: Option<sandbox::Strangers>,
     evidence: &'a str,
     fresh: u64,
     reads: u64,
@@ -340,6 +361,7 @@ impl<'a> Work<'a> {
             sandbox_added: Vec::new(),
             sandbox_tip: None,
             sandbox_rebuilt: false,
+            sandbox_strangers: None,
             evidence: &cfg.evidence,
             fresh: 0,
             reads: 0,
@@ -405,9 +427,12 @@ impl Work<'_> {
         let sandbox = self.follow_sandbox(state);
         self.close_ledger(state, files);
         let llm_calls = self.advisor.as_ref().map_or(0, |a| a.calls());
-        state.llm.attempts += llm_calls;
-        state.novelty.fresh_evaluations += self.fresh;
-        state.novelty.file_reads += self.reads;
+        // Counters saturate: the state must load whatever they reach.
+        use crate::state::bounds::add_count;
+        state.llm.attempts = add_count(state.llm.attempts, llm_calls);
+        let n = &mut state.novelty;
+        n.fresh_evaluations = add_count(n.fresh_evaluations, self.fresh);
+        n.file_reads = add_count(n.file_reads, self.reads);
         Done {
             writes: self.writes,
             sandbox,

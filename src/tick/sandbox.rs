@@ -68,11 +68,117 @@ fn wanted(state: &State, added: &[(String, String)]) -> Vec<(String, String)> {
     out
 }
 
+/// What `check_sandbox` found on the sandbox branch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Strangers {
+    /// On a branch that is sentinel's own: rebuilt without them.
+    RebuildWithout,
+    /// On a shared branch: nothing built on it until a person resolves them.
+    Stopped,
+}
+
+/// The sandbox commits sentinel knows are its own: the remembered chain's
+/// and those it left on the branch, the open proposals', and those the
+/// decision journal recorded.
+fn own_commits(state: &State, journal: impl Iterator<Item = String>) -> Vec<String> {
+    let chain = state.llm.sandbox.iter().flat_map(|c| c.commits.iter());
+    let left = state.llm.sandbox.iter().flat_map(|c| c.left.iter());
+    let proposed = state
+        .llm
+        .proposals
+        .values()
+        .filter_map(|p| p.patch_commit.as_ref());
+    chain
+        .map(|(_, id)| id.clone())
+        .chain(left.cloned())
+        .chain(proposed.cloned())
+        .chain(journal)
+        .collect()
+}
+
+/// The most commits remembered as left on the branch.
+const MAX_LEFT: usize = 100;
+
+/// Keep the chain as built on `base`. When the branch was not rewritten
+/// (`rebuilt` false) and the chain dropped commits, the branch may still
+/// hold them: they are remembered in `left` until a rewrite removes them.
+fn remember_chain(state: &mut State, base: String, commits: Vec<(String, String)>, rebuilt: bool) {
+    let kept = state.llm.sandbox.take().unwrap_or_default();
+    let mut left = if rebuilt { Vec::new() } else { kept.left };
+    if !rebuilt {
+        for (_, id) in &kept.commits {
+            if !commits.iter().any(|(_, c)| c == id) && !left.contains(id) {
+                left.push(id.clone());
+            }
+        }
+        let extra = left.len().saturating_sub(MAX_LEFT);
+        left.drain(..extra);
+    }
+    state.llm.sandbox = Some(SandboxChain {
+        base,
+        commits,
+        left,
+        ..kept
+    });
+}
+
 impl Work<'_> {
+    /// Before anything is built on the sandbox (invariant 23): it must be
+    /// the base sentinel remembers (the watched tip when it remembers none)
+    /// plus its own commits. A commit it did not make is named; then the
+    /// sandbox is rebuilt without it, or, where people work on the branch
+    /// too, nothing is built on it and the merge request is left as it is.
+    /// Returns the watched tip, when it could be read.
+    fn check_sandbox(&mut self, state: &State) -> Option<String> {
+        let own = own_commits(state, self.ledger.sandbox_commits());
+        let patcher = self.patcher.as_mut()?;
+        // Unknown: said by `follow_sandbox`, which asks again.
+        let tip = patcher.watched_tip().ok().flatten()?;
+        let base = match state.llm.sandbox.as_ref().filter(|c| !c.base.is_empty()) {
+            Some(c) => c.base.clone(),
+            None => tip.clone(),
+        };
+        let target = patcher.target();
+        let shared = patcher.shared();
+        let found = match patcher.strangers(&base, &tip, &own) {
+            Ok(found) if found.is_empty() => return Some(tip),
+            Ok(found) => crate::patch::strangers::describe(&target, &found),
+            Err(why) => format!("cannot tell what sandbox {target} holds: {why}"),
+        };
+        let (what, next) = if shared {
+            (
+                Strangers::Stopped,
+                "nothing is committed or rebuilt on it, and its merge request is left as it is, until a person removes them from the branch or merges them; the proposals wait",
+            )
+        } else {
+            (
+                Strangers::RebuildWithout,
+                "not built upon: rebuilt without them on the watched tip (`git branch <name> <commit>` keeps one)",
+            )
+        };
+        let note = format!("{found}; {next}");
+        if shared {
+            patcher.stop(note.clone());
+        }
+        self.writes.push(WriteLog {
+            kind: "sandbox",
+            target,
+            ok: false,
+            detail: note.clone(),
+        });
+        self.notes.push(note);
+        self.sandbox_strangers = Some(what);
+        Some(tip)
+    }
+
     /// Make the sandbox follow the watched tip; a failure is reported and
     /// the next wake tries again.
     pub(super) fn follow_sandbox(&mut self, state: &mut State) -> Option<SandboxReport> {
         let added = std::mem::take(&mut self.sandbox_added);
+        if self.sandbox_strangers == Some(Strangers::Stopped) {
+            // Said by `check_sandbox`; the state keeps what it remembers.
+            return None;
+        }
         let patcher = self.patcher.as_mut()?;
         let want = wanted(state, &added);
         // Carried before judging, or a merge request still to close.
@@ -127,12 +233,7 @@ impl Work<'_> {
             merge: self.patcher.as_ref().and_then(|p| p.merge_hint()),
             merge_request: None,
         };
-        let kept = state.llm.sandbox.take().unwrap_or_default();
-        state.llm.sandbox = Some(SandboxChain {
-            base,
-            commits,
-            ..kept
-        });
+        remember_chain(state, base, commits, rebuilt);
         report.merge_request = self.review(state);
         if report.rebuilt {
             self.writes.push(WriteLog {
@@ -151,29 +252,27 @@ impl Work<'_> {
     /// Before judging: carry the open proposals to the watched tip, so that
     /// this tick's new commits land on it and are not made twice.
     pub(super) fn prepare_sandbox(&mut self, state: &mut State) {
-        let Some(patcher) = self.patcher.as_mut() else {
+        if self.patcher.is_none() {
             return;
-        };
+        }
+        let tip = self.check_sandbox(state);
+        let rebuild_without = self.sandbox_strangers == Some(Strangers::RebuildWithout);
         let want = wanted(state, &[]);
-        let had = state
-            .llm
-            .sandbox
-            .as_ref()
-            .is_some_and(|c| !c.commits.is_empty());
+        let had = rebuild_without
+            || state
+                .llm
+                .sandbox
+                .as_ref()
+                .is_some_and(|c| !c.commits.is_empty());
         if want.is_empty() && !had {
             return;
         }
-        let Ok(Some(base)) = patcher.watched_tip() else {
+        let Some(base) = tip else {
             // Said by `follow_sandbox`, which asks again.
             return;
         };
         if let Ok((commits, rebuilt)) = self.commits_on(state, &base, want, &[]) {
-            let kept = state.llm.sandbox.take().unwrap_or_default();
-            state.llm.sandbox = Some(SandboxChain {
-                base: base.clone(),
-                commits,
-                ..kept
-            });
+            remember_chain(state, base.clone(), commits, rebuilt);
             self.sandbox_rebuilt = rebuilt;
             self.sandbox_tip = Some(base);
         }
@@ -191,7 +290,15 @@ impl Work<'_> {
     ) -> Result<(Vec<(String, String)>, bool), String> {
         let as_built = state.llm.sandbox.as_ref().filter(|c| c.base == base);
         let physical = as_built.map(|c| c.commits.iter().chain(added).cloned().collect::<Vec<_>>());
-        if physical.as_ref() == Some(&want) {
+        // What the state says the branch holds is trusted only when the
+        // branch was found holding exactly that.
+        let strangers = self.sandbox_strangers == Some(Strangers::RebuildWithout);
+        let left = state
+            .llm
+            .sandbox
+            .as_ref()
+            .is_some_and(|c| !c.left.is_empty());
+        if physical.as_ref() == Some(&want) && !strangers && !left {
             return Ok((want, false));
         }
         let chain: Vec<Carried> = want
@@ -205,8 +312,17 @@ impl Work<'_> {
         let Some(patcher) = self.patcher.as_mut() else {
             return Err("no sandbox".into());
         };
+        if want.is_empty() && patcher.shared() {
+            // GitLab cannot point a branch at the tip without a commit: the
+            // branch is left as it is, no rebuild is claimed, and what it
+            // still holds is remembered (`remember_chain`).
+            return Ok((Vec::new(), false));
+        }
         match patcher.rebuild(base, &chain) {
-            Ok(made) => Ok((self.rebuilt(state, want, made), true)),
+            Ok(made) => {
+                self.sandbox_strangers = None;
+                Ok((self.rebuilt(state, want, made), true))
+            }
             Err(why) => Err(format!(
                 "not rebuilt on {}: {why}; tried again on the next wake",
                 short_id(base)

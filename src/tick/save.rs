@@ -15,6 +15,7 @@ use crate::gate::wake::{self, Reason};
 use crate::llm::protocol;
 use crate::publish::{Publisher, WriteLog};
 use crate::report::dashboard;
+use crate::state::bounds::{add_count, bump};
 use crate::state::storage::Storage;
 use crate::state::{Outcome, State, journal};
 
@@ -47,19 +48,19 @@ pub(super) fn tally(
     for f in files {
         *counts.entry(f.outcome.as_str()).or_default() += 1;
         if f.outcome != Outcome::Pending {
-            *state
-                .outcomes
-                .entry(f.outcome.as_str().to_string())
-                .or_default() += 1;
+            bump(&mut state.outcomes, f.outcome.as_str(), 1);
         }
     }
-    state.novelty.reuses += counts.get("reused").copied().unwrap_or(0);
-    state.novelty.estimated_tokens_saved += files
+    let reused = counts.get("reused").copied().unwrap_or(0);
+    let saved = files
         .iter()
         .filter(|f| f.outcome == Outcome::Reused)
         .filter_map(|f| state.files.get(&f.path))
         .map(|r| novelty::estimate_tokens(r.content.as_ref().map_or(0, |c| c.chars)))
-        .sum::<u64>();
+        .fold(0, add_count);
+    let n = &mut state.novelty;
+    n.reuses = add_count(n.reuses, reused);
+    n.estimated_tokens_saved = add_count(n.estimated_tokens_saved, saved);
     counts
 }
 
@@ -108,12 +109,10 @@ pub(super) fn summarise(
     // Outage ticks that learned nothing woke (exit 11) without a save:
     // they are counted now, in order with the no-ops around them.
     let w = &mut state.wake;
-    w.ticks += outages;
-    w.wakes += outages;
+    w.ticks = add_count(w.ticks, outages);
+    w.wakes = add_count(w.wakes, outages);
     if outages > 0 {
-        *w.by_reason
-            .entry(Reason::ShaUnavailable.as_str().into())
-            .or_default() += outages;
+        bump(&mut w.by_reason, Reason::ShaUnavailable.as_str(), outages);
     }
     let replayed = outage::so_far(&journal, state.outage, state.journal);
     let this = look.verdict.reason == Reason::ShaUnavailable;

@@ -724,6 +724,7 @@ mod advisor {
             per_call: 0.05,
             proxied_per_call: 0.05,
             max_tokens: 1024,
+            fleet: None,
         });
         c
     }

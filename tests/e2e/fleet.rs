@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use crate::util::gitlab::{Endpoint, FakeGitLab, Reply, TOKEN};
+use crate::util::openai::{FakeOpenAi, KEY, Reply as AiReply};
 use crate::util::{Output, Sandbox, at};
 
 /// `n` projects of group `acme`, half under `acme/libs`, half under
@@ -33,6 +34,25 @@ fn fleet(sb: &Sandbox, gl: &FakeGitLab, dir: &Path, now: &str, extra: &[&str]) -
         .arg(dir)
         .args(extra)
         .env("SENTINEL_GITLAB_TOKEN", TOKEN)
+        .output()
+}
+
+/// A fleet tick with the advisor on, asking `ai`.
+fn fleet_advised(
+    sb: &Sandbox,
+    gl: &FakeGitLab,
+    ai: &FakeOpenAi,
+    dir: &Path,
+    now: &str,
+    extra: &[&str],
+) -> Output {
+    sb.sentinel(["tick", "--now", now, "--source", "gitlab", "--fake-sleep"])
+        .args(["--gitlab-url", &gl.url(), "--group", "acme", "--state-dir"])
+        .arg(dir)
+        .args(["--llm-url", &ai.base_url()])
+        .args(extra)
+        .env("SENTINEL_GITLAB_TOKEN", TOKEN)
+        .env("OPENAI_API_KEY", KEY)
         .output()
 }
 
@@ -158,4 +178,78 @@ fn a_group_gitlab_does_not_know_stops_the_fleet_and_names_it() {
     assert_eq!(out.code, 1, "{}", out.stderr);
     assert!(out.stderr.contains("group `acme`"), "{}", out.stderr);
     assert!(with_state(&dir).is_empty());
+}
+
+#[test]
+fn a_quota_wall_seen_by_one_project_holds_the_provider_for_the_whole_fleet() {
+    // A risky file (`auth`): every project asks the model about it.
+    let sb = Sandbox::with_files(&["auth.js"]);
+    let gl = sb.gitlab();
+    gl.serve_group(group(6), 100, &[]);
+    let ai = FakeOpenAi::start();
+    ai.answer_always(AiReply::quota());
+    let dir = states(&sb, "fleet");
+    let out = fleet_advised(&sb, &gl, &ai, &dir, &at(600), &["--json"]);
+    assert_eq!(out.code, 10, "{}", out.stderr);
+    assert_eq!(ai.posts(), 1, "one call in all: {}", out.stderr);
+    // One JSON object a project, a line each: the other five were held.
+    let reports: Vec<Value> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert_eq!(reports.len(), 6);
+    let held = reports
+        .iter()
+        .filter(|r| {
+            r["files"][0]["outcome"] == "held"
+                && r["files"][0]["reason"]
+                    .as_str()
+                    .is_some_and(|w| w.starts_with("provider held by the fleet until"))
+        })
+        .count();
+    assert_eq!(held, 5, "{}", out.stdout);
+    let ledger: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("fleet.json")).unwrap()).unwrap();
+    assert_eq!(ledger["circuit"]["class"], "quota", "{ledger}");
+    assert_eq!(
+        ledger["circuit"]["until"], "2026-06-17T00:00:00Z",
+        "{ledger}"
+    );
+}
+
+#[test]
+fn one_fleet_budget_of_a_dollar_at_ten_cents_a_call_makes_at_most_ten_calls_a_day() {
+    let sb = Sandbox::with_files(&["auth.js"]);
+    let gl = sb.gitlab();
+    gl.serve_group(group(15), 100, &[]);
+    let ai = FakeOpenAi::start();
+    ai.answer_always(AiReply::completion());
+    let dir = states(&sb, "fleet");
+    // A model without a price, counted at $0.10 a call.
+    let cap = [
+        "--daily-budget",
+        "1",
+        "--model",
+        "unpriced",
+        "--cost-per-call",
+        "0.10",
+    ];
+    let out = fleet_advised(&sb, &gl, &ai, &dir, &at(600), &cap);
+    assert_eq!(out.code, 10, "{}", out.stderr);
+    assert_eq!(ai.posts(), 10, "{}", out.stderr);
+    // Later the same day, with every project's file changed: still 10.
+    sb.repo.write("libs/shared/auth.js", "// auth v2\n");
+    sb.repo.commit("v2");
+    fleet_advised(&sb, &gl, &ai, &dir, &at(700), &cap);
+    assert_eq!(ai.posts(), 10);
+    let ledger: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("fleet.json")).unwrap()).unwrap();
+    let spent: f64 = ledger["spent"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_f64().unwrap())
+        .sum();
+    assert!((spent - 1.0).abs() < 1e-9, "{ledger}");
 }

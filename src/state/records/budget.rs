@@ -18,4 +18,12 @@ pub struct Budget {
     pub lifetime_estimated: f64,
     /// Calls refused because they would cross the limit (lifetime).
     pub refusals: u64,
+    /// Calls whose cost was above the per-call ceiling and was counted at it
+    /// (lifetime): a tick that adds one says so.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub capped: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

@@ -2,17 +2,23 @@
 //! listing, filtered, sharded, and ticked one after the other, each with a
 //! state of its own under `--state-dir` and exactly the single-project tick.
 //!
-//! What a fleet shares is not built yet: each project counts its own
-//! `--daily-budget` and holds its own circuit (see docs/fleet.md).
+//! What the projects share (one `--daily-budget`, the provider's circuit)
+//! is the fleet's ledger (`ledger`).
+
+mod ledger;
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use anyhow::{Result, bail};
+use chrono::Utc;
 use sha2::{Digest, Sha256};
 
 use crate::cli::{Environment, SourceKind, TickArgs};
 use crate::exit;
 use crate::source::gitlab::{GitLabSource, GroupProject};
+use crate::tick::{FleetBook, FleetShare};
 
 /// A glob over a project's path with namespace: `*` within a segment.
 pub fn path_glob(pattern: &str) -> Result<globset::Glob, String> {
@@ -88,8 +94,11 @@ struct Tally {
     wake: Option<u8>,
 }
 
+/// The tick a fleet runs once per project: `app`'s, shared by its workers.
+pub type Tick = dyn Fn(TickArgs) -> Result<u8> + Sync;
+
 /// Discover, select and tick; the exit code is the fleet's.
-pub fn run(args: TickArgs, tick: &dyn Fn(TickArgs) -> Result<u8>) -> Result<u8> {
+pub fn run(args: TickArgs, tick: &Tick) -> Result<u8> {
     let lookup = |k: &str| std::env::var(k).ok();
     let Some(dir) = args.fleet.state_dir.clone() else {
         bail!("--group needs --state-dir, where each project keeps its state");
@@ -101,14 +110,20 @@ pub fn run(args: TickArgs, tick: &dyn Fn(TickArgs) -> Result<u8>) -> Result<u8> 
         shard(&args, &lookup)?,
     )?;
     let found = discover(&args, &group)?;
-    let mut tally = Tally::default();
+    let now = args.now.unwrap_or_else(Utc::now);
+    let loaded = ledger::load(&dir, now)?;
+    let book = Arc::new(Mutex::new(loaded.clone()));
     let mine: Vec<&GroupProject> = found
         .projects
         .iter()
         .filter(|p| selection.takes(p))
         .collect();
-    for p in &mine {
-        tick_one(&args, p, &dir, tick, &mut tally);
+    let tally = tick_all(&args, &mine, &dir, &book, tick);
+    // A quiet fleet writes nothing but its projects' no-op journals.
+    let book = book.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let learned = book.spent != loaded.spent || book.circuit != loaded.circuit;
+    if learned && !args.dry_run {
+        ledger::save(&dir, &book)?;
     }
     summary(&group, &found, mine.len(), &selection, &tally);
     Ok(match (&tally.failed[..], tally.wake) {
@@ -116,6 +131,41 @@ pub fn run(args: TickArgs, tick: &dyn Fn(TickArgs) -> Result<u8>) -> Result<u8> 
         (_, Some(code)) => code,
         _ => exit::for_reason(crate::gate::wake::Reason::None),
     })
+}
+
+/// Tick `projects` with `--jobs` workers, each taking the next project not
+/// yet taken. An agent runs one project at a time: its containment reaps
+/// the orphans of the whole process.
+fn tick_all(
+    args: &TickArgs,
+    projects: &[&GroupProject],
+    dir: &Path,
+    book: &Arc<Mutex<FleetBook>>,
+    tick: &Tick,
+) -> Tally {
+    let jobs = match args.llm.agent {
+        Some(_) => 1,
+        None => args.fleet.jobs.max(1),
+    };
+    let calls = Arc::new(Mutex::new(()));
+    let next = AtomicUsize::new(0);
+    let tally = Mutex::new(Tally::default());
+    std::thread::scope(|scope| {
+        for _ in 0..jobs.min(projects.len()) {
+            scope.spawn(|| {
+                while let Some(p) = projects.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    let share = FleetShare {
+                        id: p.id,
+                        book: book.clone(),
+                        calls: calls.clone(),
+                    };
+                    let ended = tick_one(args, p, dir, share, tick);
+                    tally.lock().unwrap_or_else(|e| e.into_inner()).add(ended);
+                }
+            });
+        }
+    });
+    tally.into_inner().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The group's projects, in one bounded listing.
@@ -136,43 +186,64 @@ fn discover(args: &TickArgs, group: &str) -> Result<crate::source::gitlab::Disco
     Ok(found)
 }
 
-/// One project's tick, exactly as a single-project tick of it would run.
+/// How one project's tick ended.
+enum Ended {
+    NoOp,
+    Woke(u8),
+    Busy,
+    Skipped,
+    Failed(String),
+}
+
+impl Tally {
+    fn add(&mut self, ended: Ended) {
+        match ended {
+            Ended::NoOp => self.noop += 1,
+            Ended::Woke(code) => {
+                self.woke += 1;
+                self.wake = Some(self.wake.map_or(code, |w| w.min(code)));
+            }
+            Ended::Busy => self.busy += 1,
+            Ended::Skipped => self.skipped += 1,
+            Ended::Failed(name) => self.failed.push(name),
+        }
+    }
+}
+
+/// One project's tick, exactly as a single-project tick of it would run,
+/// with its place in the fleet; its line names the project.
 fn tick_one(
     args: &TickArgs,
     p: &GroupProject,
     dir: &Path,
-    tick: &dyn Fn(TickArgs) -> Result<u8>,
-    tally: &mut Tally,
-) {
+    share: FleetShare,
+    tick: &Tick,
+) -> Ended {
     let name = crate::report::escape::terminal(&p.path_with_namespace).into_owned();
-    let Some(branch) = args
-        .source
-        .branch
-        .clone()
-        .or_else(|| p.default_branch.clone())
-    else {
-        eprintln!("sentinel: {name} (#{}): no repository yet, skipped", p.id);
-        tally.skipped += 1;
-        return;
+    let label = format!("{name} (#{})", p.id);
+    let Some(branch) = (args.source.branch.clone()).or_else(|| p.default_branch.clone()) else {
+        eprintln!("sentinel: {label}: no repository yet, skipped");
+        return Ended::Skipped;
     };
     let mut one = args.clone();
     one.fleet = crate::cli::FleetArgs::default();
+    one.share = Some(share);
+    one.label = Some(label.clone());
     one.source.source = Some(SourceKind::Gitlab);
     one.source.project = Some(p.id.to_string());
     one.source.branch = Some(branch);
     one.state.state = Some(state_path(dir, p.id));
-    eprintln!("sentinel: {name} (#{}):", p.id);
     match tick(one) {
-        Ok(0) => tally.noop += 1,
-        Ok(code @ 10..=17) => {
-            tally.woke += 1;
-            tally.wake = Some(tally.wake.map_or(code, |w| w.min(code)));
-        }
-        Ok(_) => tally.busy += 1,
+        Ok(0) => Ended::NoOp,
+        Ok(code @ 10..=17) => Ended::Woke(code),
+        Ok(_) => Ended::Busy,
         Err(e) => {
             let why = crate::redact::text(&format!("{e:#}"));
-            eprintln!("error: {}", crate::report::escape::terminal(&why));
-            tally.failed.push(format!("{name} (#{})", p.id));
+            eprintln!(
+                "sentinel: {label}: error: {}",
+                crate::report::escape::terminal(&why)
+            );
+            Ended::Failed(label)
         }
     }
 }
