@@ -32,10 +32,14 @@ const DEFAULT_GITLAB_MAX_READS: usize = 100;
 pub fn run(mut cli: Cli) -> Result<u8> {
     crate::clone::resolve(&mut cli.command);
     // Before anything is read or printed: every output passes through it.
-    crate::redact::register(crate::redact::Secrets::from_env(
-        |k| std::env::var(k).ok(),
-        &peer_urls(&cli.command),
-    ));
+    let named = match &cli.command {
+        Command::Tick(a) => a.llm.agent_env.clone(),
+        _ => Vec::new(),
+    };
+    crate::redact::register(
+        crate::redact::Secrets::from_env(|k| std::env::var(k).ok(), &peer_urls(&cli.command))
+            .with_agent_keys(|k| std::env::var(k).ok(), &named),
+    );
     match cli.command {
         // A fleet runs this very tick once per project of the group.
         Command::Tick(args) if args.fleet.group.is_some() => {
@@ -216,6 +220,7 @@ fn make_advisor(
             pass_env: args.llm.agent_env.clone(),
             fake_sleep: args.source.fake_sleep,
             pidfile: Some(store::sidecar(state, ".agent")),
+            failfile: Some(store::sidecar(state, ".agent-failed")),
         })));
     }
     let key = env.openai_api_key.as_ref()?;
@@ -245,6 +250,15 @@ fn make_publisher(choice: &SourceChoice, args: &TickArgs) -> Result<Option<Box<d
     })
 }
 
+/// Who decides, remembered with each decision: the agent, or the model.
+/// `explain` names the same one, so it says the agent is asked again.
+fn advisor_id(llm: &crate::cli::LlmArgs) -> String {
+    match &llm.agent {
+        Some(_) => "agent".to_string(),
+        None => format!("openai:{}", llm.model),
+    }
+}
+
 /// The validated settings of this tick, from its flags and environment.
 fn tick_config(
     args: &TickArgs,
@@ -267,10 +281,7 @@ fn tick_config(
         now,
         advisor: advisor_on.then(|| AdvisorSettings {
             // Who decided, remembered with each decision: the agent, or the model.
-            id: match &args.llm.agent {
-                Some(_) => "agent".to_string(),
-                None => format!("openai:{}", args.llm.model),
-            },
+            id: advisor_id(&args.llm),
             daily_budget: args.llm.daily_budget,
             // An agent's cost is what it reports, else the per-call estimate.
             price: args.llm.agent.is_none().then(|| args.llm.price()).flatten(),
@@ -414,7 +425,7 @@ fn run_explain(args: ExplainArgs) -> Result<u8> {
     let advisor = args
         .llm
         .enabled(env.openai_api_key.is_some())?
-        .then(|| format!("openai:{}", args.llm.model));
+        .then(|| advisor_id(&args.llm));
     let limits = explain::Limits {
         max_rewrites: args.max_rewrites,
         now: args.now.unwrap_or_else(Utc::now),

@@ -29,6 +29,25 @@ pub const SECRET_VARS: [&str; 5] = [
     "CI_JOB_TOKEN",
 ];
 
+/// Keys of the providers agent CLIs talk to. sentinel does not use them,
+/// but an agent may print one or write it into a file: they are secrets to
+/// the redaction and to the refusal of content, as is every variable named
+/// with `--agent-env` (`Secrets::with_agent_keys`).
+pub const AGENT_KEY_VARS: [&str; 12] = [
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+    "CODEX_API_KEY",
+    "AZURE_OPENAI_API_KEY",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+    "MISTRAL_API_KEY",
+    "OPENROUTER_API_KEY",
+    "GROQ_API_KEY",
+    "DEEPSEEK_API_KEY",
+    "XAI_API_KEY",
+];
+
 /// Addresses that may carry `user:password@` (a proxy in front of a peer).
 const URL_VARS: [&str; 5] = [
     "SENTINEL_GITLAB_URL",
@@ -188,6 +207,25 @@ impl Secrets {
             values.extend(url_credentials(url));
         }
         Secrets::new(values)
+    }
+
+    /// These secrets, and the values (read with `get`) of the agent
+    /// providers' keys and of the variables `named` with `--agent-env`.
+    pub fn with_agent_keys(
+        self,
+        get: impl Fn(&str) -> Option<String>,
+        named: &[String],
+    ) -> Secrets {
+        let names = AGENT_KEY_VARS
+            .iter()
+            .copied()
+            .chain(named.iter().map(String::as_str));
+        let more = Secrets::new(names.filter_map(&get));
+        let mut needles = self.needles;
+        needles.extend(more.needles);
+        needles.sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
+        needles.dedup();
+        Secrets { needles }
     }
 
     pub fn new(values: impl IntoIterator<Item = String>) -> Secrets {

@@ -13,10 +13,13 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::client::{AdviceRequest, Advisor, Answer, Attempt, Call, Finding, with_protocol};
+use super::client::{
+    AdviceRequest, Advisor, Answer, Attempt, Call, Finding, Outcome, with_protocol,
+};
 use super::contain::{self, Ended, Finished, Limits};
 use super::prices::Usage;
 use super::protocol::Failure;
+use super::repeat::{self, Repeats};
 use super::worktree::Worktree;
 
 /// Answers (and error bodies) longer than this are not an answer.
@@ -46,6 +49,9 @@ pub struct AgentConfig {
     /// Names the run while it lasts (beside the state), so the next tick
     /// ends what a killed sentinel left running.
     pub pidfile: Option<PathBuf>,
+    /// Keeps the last setup failure (beside the state), so that the same
+    /// failure on the next tick is a configuration error (`repeat`).
+    pub failfile: Option<PathBuf>,
 }
 
 /// The one JSON object on the agent's stdin.
@@ -77,6 +83,16 @@ struct Reply {
     cost_usd: Option<f64>,
     #[serde(default)]
     usage: Option<ReplyUsage>,
+    /// What the agent's tool refused or reported on the way (a permission
+    /// denial, a rejected patch): a string or `{type, code, message}`.
+    /// Read when an EVOLVE left no edit, to say why.
+    #[serde(default)]
+    error: Option<serde_json::Value>,
+    /// The model requests the run made, as the agent's CLI counted them:
+    /// accepted so that adapters may say it; not yet counted in `stats`.
+    #[serde(default)]
+    #[allow(dead_code)]
+    requests: Option<u64>,
 }
 
 /// Token counts in the spellings agent CLIs print (OpenAI's or Codex's).
@@ -90,6 +106,17 @@ struct ReplyUsage {
     completion_tokens: u64,
 }
 
+/// What an EVOLVE left in the agent's worktree.
+enum Edit {
+    /// The file's new text.
+    Changed(String),
+    /// The file as it was handed over: nothing happened.
+    None,
+    /// Removed, or no longer text: a change sentinel cannot commit, kept
+    /// as a proposal without content.
+    Other,
+}
+
 pub struct AgentAdvisor {
     cfg: AgentConfig,
     calls: u64,
@@ -98,6 +125,8 @@ pub struct AgentAdvisor {
     cost: Option<f64>,
     /// A command that cannot run at all: the tick stops with this.
     fatal: Option<String>,
+    /// The last setup failure, to tell a repeat.
+    repeats: Option<Repeats>,
 }
 
 impl AgentAdvisor {
@@ -108,12 +137,19 @@ impl AgentAdvisor {
         let path = std::env::var_os("PATH");
         let fatal = contain::cannot_start(&cfg.command, path.as_deref())
             .map(|why| cannot_run(&cfg.command, &why));
+        let repeats = cfg.failfile.clone().map(|f| {
+            let digest = repeat::config_digest(&cfg.command, &cfg.pass_env, std::env::vars());
+            Repeats::new(f, digest)
+        });
+        // The same failure twice in a row: loud on every tick, a no-op's too.
+        let fatal = fatal.or_else(|| repeats.as_ref().and_then(Repeats::standing));
         AgentAdvisor {
             cfg,
             calls: 0,
             waits: Vec::new(),
             cost: None,
             fatal,
+            repeats,
         }
     }
 
@@ -177,19 +213,14 @@ impl AgentAdvisor {
         if let Some(c) = reply.cost_usd.filter(|c| c.is_finite() && *c >= 0.0) {
             *self.cost.get_or_insert(0.0) += c;
         }
-        let usage = reply.usage.map(|u| Usage {
+        let usage = reply.usage.as_ref().map(|u| Usage {
             prompt_tokens: u.prompt_tokens,
             cached_tokens: u.cached_tokens.min(u.prompt_tokens),
             completion_tokens: u.completion_tokens,
         });
-        let content = match reply.content {
-            Some(c) => Some(c),
-            None if matches!(reply.action, super::client::Action::Skip) => None,
-            // What the agent left is hostile input: refused, it is no answer.
-            None => match self.edited(req) {
-                Ok(c) => c,
-                Err(why) => return Err((Failure::BadResponse(why), None)),
-            },
+        let content = match self.content(req, &reply, &stderr) {
+            Ok(c) => c,
+            Err(failure) => return Err((failure, usage)),
         };
         let answer = Answer {
             action: reply.action,
@@ -200,19 +231,65 @@ impl AgentAdvisor {
         Ok((answer, usage))
     }
 
+    /// The file's new text: the answer's `content`, else what an EVOLVE
+    /// left in the worktree. An EVOLVE is an edit that happened: one that
+    /// did not is a failure, retried later, never an open proposal.
+    fn content(
+        &self,
+        req: &AdviceRequest,
+        reply: &Reply,
+        stderr: &[u8],
+    ) -> Result<Option<String>, Failure> {
+        if reply.content.is_some() || matches!(reply.action, super::client::Action::Skip) {
+            return Ok(reply.content.clone());
+        }
+        // What the agent left is hostile input: refused, it is no answer.
+        match self.edited(req).map_err(Failure::BadResponse)? {
+            Edit::Changed(c) => Ok(Some(c)),
+            Edit::Other => Ok(None),
+            Edit::None => Err(Failure::Agent {
+                exit: None,
+                body: no_edit(req.path, reply.error.as_ref(), stderr),
+                stderr: String::new(),
+            }),
+        }
+    }
+
     /// What the agent wrote to the file in its worktree and left there,
-    /// committed or not, when it differs from what it was handed.
-    fn edited(&self, req: &AdviceRequest) -> Result<Option<String>, String> {
+    /// committed or not, compared with what it was handed.
+    fn edited(&self, req: &AdviceRequest) -> Result<Edit, String> {
         let Some(wt) = self.cfg.worktree.as_ref() else {
-            return Ok(None);
+            // Over the GitLab API only `content` carries an edit.
+            return Ok(Edit::None);
         };
         let Some(after) = wt.read(req.path)? else {
-            return Ok(None);
+            return Ok(Edit::Other);
         };
         let Ok(after) = String::from_utf8(after) else {
-            return Ok(None);
+            return Ok(Edit::Other);
         };
-        Ok((Some(after.as_str()) != req.text).then_some(after))
+        Ok(if Some(after.as_str()) == req.text {
+            Edit::None
+        } else {
+            Edit::Changed(after)
+        })
+    }
+}
+
+impl AgentAdvisor {
+    /// Keep the call's failure, or forget the last one after an answer; the
+    /// same setup failure as the last tick's stops this tick.
+    fn remember(&mut self, call: &Call, file: &str) {
+        let Some(r) = self.repeats.as_mut() else {
+            return;
+        };
+        match &call.outcome {
+            Outcome::Answered(_) => r.answered(),
+            Outcome::Failed { class, reason, .. } if self.fatal.is_none() => {
+                self.fatal = r.failed(*class, reason, file);
+            }
+            Outcome::Failed { .. } => {}
+        }
     }
 }
 
@@ -259,6 +336,7 @@ impl Advisor for AgentAdvisor {
         });
         self.waits = waits;
         call.cost_usd = self.cost;
+        self.remember(&call, req.path);
         call
     }
 
@@ -333,4 +411,65 @@ fn first_line(bytes: &[u8]) -> String {
     let text = crate::redact::text(&String::from_utf8_lossy(bytes));
     let line = text.lines().next().unwrap_or("no message").trim();
     line.chars().filter(|c| !c.is_control()).take(200).collect()
+}
+
+/// Longest quote of what the agent reported, in characters: the whole
+/// note must fit the 300 characters a failure's reason keeps.
+const MAX_REPORTED_CHARS: usize = 120;
+
+/// The note of an EVOLVE that changed nothing: what the agent's tool
+/// reported (the answer's `error`, else the end of its stderr), what kind
+/// of refusal that is when it can be told, and the next step.
+fn no_edit(path: &str, error: Option<&serde_json::Value>, stderr: &[u8]) -> String {
+    let reported = match error {
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(e @ serde_json::Value::Object(_)) => e
+            .get("message")
+            .and_then(|m| m.as_str())
+            .map_or_else(|| e.to_string(), str::to_string),
+        Some(other) => other.to_string(),
+        None => {
+            let text = String::from_utf8_lossy(stderr);
+            let lines: Vec<&str> = text
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect();
+            lines[lines.len().saturating_sub(2)..].join(" / ")
+        }
+    };
+    let kind = refusal_kind(&reported).map_or(String::new(), |k| format!(" ({k})"));
+    let said = if reported.trim().is_empty() {
+        "it reported nothing about why".to_string()
+    } else {
+        // Redacted before it is cut, so no piece of a secret survives the cut.
+        let clean: String = crate::redact::text(&reported)
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .take(MAX_REPORTED_CHARS)
+            .collect();
+        format!("it reported \"{clean}\"")
+    };
+    format!(
+        "EVOLVE without an edit{kind}: `{path}` is unchanged and the answer has no `content`; \
+         {said}; let the agent write its working copy (docs/agents.md)"
+    )
+}
+
+/// The refusals agent CLIs report when they may not write, named.
+fn refusal_kind(reported: &str) -> Option<&'static str> {
+    let text = reported.to_ascii_lowercase();
+    let kinds = [
+        ("read-only", "a read-only sandbox"),
+        ("eacces", "EACCES"),
+        ("permission_denials", "a permission denial"),
+        ("permission denied", "a permission denial"),
+        ("requested permissions", "a permission denial"),
+        ("not permitted", "a permission denial"),
+        ("patch rejected", "a rejected patch"),
+    ];
+    kinds
+        .iter()
+        .find(|(w, _)| text.contains(w))
+        .map(|(_, k)| *k)
 }

@@ -8,6 +8,7 @@ pub mod contain;
 pub mod peers;
 pub mod prices;
 pub mod protocol;
+pub mod repeat;
 pub mod waits;
 pub mod withhold;
 pub mod worktree;

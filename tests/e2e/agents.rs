@@ -541,3 +541,217 @@ fn a_planted_link_at_the_worktrees_gitignore_is_never_written_through() {
     assert_eq!(runs(&sb).len(), 1);
     assert!(!target.exists(), "sentinel wrote through the planted link");
 }
+
+/// An agent that answers EVOLVE but whose tool was refused the write: it
+/// says so in its answer's `error` (Claude Code's `permission_denials`) or
+/// on stderr (`EACCES` when it runs as another user), and leaves the file.
+fn refused_agent(sb: &Sandbox, error: &str, stderr: &str) -> String {
+    let log = sb.root().join("runs.log");
+    script(
+        sb,
+        "refused.sh",
+        &format!(
+            "echo \"$SENTINEL_FILE\" >> '{}'\ncat > /dev/null\necho '{stderr}' >&2\n\
+             printf '%s' '{{\"action\":\"EVOLVE\",\"reason\":\"the export has no name\",\"findings\":[]{error}}}'\n",
+            log.display()
+        ),
+    )
+    .display()
+    .to_string()
+}
+
+#[test]
+fn an_evolve_that_changed_nothing_is_a_failure_that_names_the_refusal() {
+    let cases = [
+        (
+            r#","error":{"type":"permission_denied","message":"claude refused 1 tool call (permission_denials): Edit"}"#,
+            "",
+            "(a permission denial)",
+            "permission_denials",
+        ),
+        (
+            "",
+            "sed: cannot open temporary file ./sedAbc: Permission denied (EACCES)",
+            "(EACCES)",
+            "sedAbc",
+        ),
+    ];
+    for (error, stderr, kind, quoted) in cases {
+        let sb = Sandbox::with_files(&["a.js", "b.js"]);
+        let cmd = refused_agent(&sb, error, stderr);
+        let r = tick(&sb, 0, &cmd, &["--fake-sleep"], 10);
+        let failed: Vec<&Value> = r["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["outcome"] == "failed")
+            .collect();
+        assert_eq!(failed.len(), 1, "{r}");
+        let reason = failed[0]["reason"].as_str().unwrap();
+        assert!(
+            reason.contains(&format!("EVOLVE without an edit {kind}")) && reason.contains(quoted),
+            "{reason}"
+        );
+        assert!(r["counts"].get("evolve").is_none(), "{r}");
+        // No proposal is open and nothing reached the sandbox branch.
+        assert_eq!(sb.stats()["llm"]["open_proposals"], json!([]));
+        let sandbox = sb.repo.git(&["branch", "--list", "sentinel-sandbox"]);
+        assert_eq!(sandbox.trim(), "", "{sandbox}");
+        // Retried once its wait has passed, although nothing changed; a
+        // second refusal is a configuration error that names the fix.
+        let runs_before = runs(&sb).len();
+        let out = sb
+            .tick_cmd(&at(24 * 60))
+            .args(["--agent", &cmd, "--fake-sleep"])
+            .env("OPENAI_API_KEY", "sk-must-not-reach-the-agent")
+            .output();
+        expect_code(&out, 1);
+        assert_eq!(runs(&sb).len(), runs_before + 1, "{:?}", runs(&sb));
+        assert!(
+            out.stderr.contains("let the agent write its working copy"),
+            "{}",
+            out.stderr
+        );
+    }
+}
+
+#[test]
+fn an_agent_failure_that_repeats_the_same_way_is_a_configuration_error_until_it_changes() {
+    let sb = Sandbox::with_files(&["a.js"]);
+    let log = sb.root().join("runs.log");
+    // Codex with a provider whose `env_key` sentinel withholds.
+    let cmd = script(
+        &sb,
+        "needs-key.sh",
+        &format!(
+            "echo \"$SENTINEL_FILE\" >> '{}'\ncat > /dev/null\n\
+             echo \"Error: Missing environment variable: OPENAI_API_KEY (run $$)\" >&2\nexit 1\n",
+            log.display()
+        ),
+    )
+    .display()
+    .to_string();
+    let r = tick(&sb, 0, &cmd, &["--fake-sleep"], 10);
+    assert_eq!(r["files"][0]["outcome"], "failed", "{r}");
+    assert_eq!(runs(&sb).len(), 1);
+    // The next try fails the same way: the tick stops and says what to do.
+    let out = sb
+        .tick_cmd(&at(24 * 60))
+        .args(["--agent", &cmd, "--fake-sleep"])
+        .env("OPENAI_API_KEY", "sk-must-not-reach-the-agent")
+        .output();
+    expect_code(&out, 1);
+    assert_eq!(runs(&sb).len(), 2);
+    assert!(
+        out.stderr
+            .contains("failed the same way on 2 ticks in a row")
+            && out.stderr.contains("--agent-env NAME"),
+        "{}",
+        out.stderr
+    );
+    // Every tick after it, a no-op's too, stops without running the agent.
+    for minute in [24 * 60 + 10, 48 * 60] {
+        let out = sb
+            .tick_cmd(&at(minute))
+            .args(["--agent", &cmd, "--fake-sleep"])
+            .env("OPENAI_API_KEY", "sk-must-not-reach-the-agent")
+            .output();
+        expect_code(&out, 1);
+        assert!(out.stderr.contains("configuration error"), "{}", out.stderr);
+    }
+    assert_eq!(runs(&sb).len(), 2);
+    // Another configuration is tried again.
+    let out = sb
+        .tick_cmd(&at(48 * 60 + 10))
+        .args([
+            "--agent",
+            &cmd,
+            "--fake-sleep",
+            "--agent-env",
+            "OPENAI_API_KEY",
+        ])
+        .output();
+    assert_ne!(out.code, 1, "{}", out.stderr);
+    assert_eq!(runs(&sb).len(), 3);
+}
+
+#[test]
+fn a_key_given_to_the_agent_that_it_writes_into_its_edit_is_refused_not_committed() {
+    let cases = [
+        (
+            "ANTHROPIC_API_KEY",
+            "sk-ant-api03-Q2xhdWRlS2V5Rm9yVGVzdHNPbmx5MTIzNDU2",
+            &[][..],
+        ),
+        (
+            "MY_GATEWAY_TOKEN",
+            "gw-7f3a9c2e41b84d6fa0e5c1d2b3a49876",
+            &["--agent-env", "MY_GATEWAY_TOKEN"][..],
+        ),
+    ];
+    for (name, value, extra) in cases {
+        let sb = Sandbox::with_files(&["a.js"]);
+        let cmd = script(
+            &sb,
+            "leaky.sh",
+            &format!(
+                "cat > /dev/null\nprintf '// key: %s\\n' \"${name}\" >> \"$SENTINEL_FILE\"\n\
+                 echo \"using ${name}\" >&2\n\
+                 printf '%s' '{{\"action\":\"EVOLVE\",\"reason\":\"configured the client\",\"findings\":[]}}'\n"
+            ),
+        )
+        .display()
+        .to_string();
+        let out = sb
+            .tick_cmd(&at(0))
+            .args(["--agent", &cmd])
+            .args(extra)
+            .env(name, value)
+            .output();
+        expect_code(&out, 10);
+        assert!(
+            !out.stdout.contains(value) && !out.stderr.contains(value),
+            "{name} printed: {}{}",
+            out.stdout,
+            out.stderr
+        );
+        let r = out.json();
+        let notes = r["notes"].to_string();
+        assert!(notes.contains("refused"), "{name}: {notes}");
+        let sandbox = sb.repo.git(&["log", "--all", "-p", "--format=%s"]);
+        assert!(!sandbox.contains(value), "{name} was committed: {sandbox}");
+    }
+}
+
+#[test]
+fn explain_under_agent_names_the_agent_and_does_not_promise_a_model_call() {
+    let sb = Sandbox::with_files(&["a.js"]);
+    let cmd = agent(&sb, SKIP, 0);
+    tick(&sb, 0, &cmd, &[], 10);
+    let file = format!("{WATCHED}/a.js");
+    let out = sb
+        .sentinel([
+            "explain",
+            &file,
+            "--agent",
+            &cmd,
+            "--path",
+            WATCHED,
+            "--now",
+            &at(1),
+        ])
+        .arg("--repo")
+        .arg(&sb.repo.root)
+        .arg("--state")
+        .arg(&sb.state)
+        .env("OPENAI_API_KEY", "sk-must-not-reach-the-agent")
+        .output();
+    expect_code(&out, 0);
+    assert!(
+        !out.stdout.contains("advisor-changed") && !out.stdout.contains("openai:"),
+        "{}",
+        out.stdout
+    );
+    // The next tick is a no-op, as explain said.
+    tick(&sb, 2, &cmd, &[], 0);
+}
