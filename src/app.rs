@@ -115,8 +115,10 @@ fn run_tick(args: TickArgs) -> Result<u8> {
         eprintln!("{}", crate::report::escape::terminal(&w));
     }
     // A dry run calls no model and runs no agent.
+    let runs_agent = advisor_on && !args.dry_run && args.llm.agent.is_some();
+    let (jail, sandbox) = agent_jail(&args, runs_agent)?;
     let mut advisor = (advisor_on && !args.dry_run)
-        .then(|| make_advisor(&args, &env, on_git, &cfg.rev, &cfg.state))
+        .then(|| make_advisor(&args, &env, on_git, &cfg.rev, &cfg.state, jail))
         .flatten();
     // An agent known not to start is a configuration error on every tick,
     // a no-op's too: it would otherwise be found only at the next change.
@@ -141,6 +143,7 @@ fn run_tick(args: TickArgs) -> Result<u8> {
             *note = "advisor off (`--llm off`): the needs_review files are handed over".into();
         }
     }
+    report.agent_sandbox = sandbox;
     eprintln!("{}", crate::redact::text(&report::tick_line(&report)));
     // A dry run says what it would have done, file by file.
     report.summarise_pending(args.all_pending || args.dry_run);
@@ -176,6 +179,29 @@ fn refuse_nested_tick() -> Result<()> {
     Ok(())
 }
 
+/// The kernel's walls and the environment of this tick's agent runs, and
+/// what `--json` reports of them. `require` on a kernel without Landlock
+/// is exit 1 before anything is spent; `auto` there says so once.
+fn agent_jail(
+    args: &TickArgs,
+    runs_agent: bool,
+) -> Result<(
+    crate::llm::kernel_sandbox::Jail,
+    Option<crate::llm::kernel_sandbox::Status>,
+)> {
+    use crate::llm::kernel_sandbox::{self as ks, Jail, Mode};
+    let env = args.llm.agent_env_inherit;
+    if !runs_agent {
+        return Ok((Jail { walls: None, env }, None));
+    }
+    let (walls, status) =
+        ks::decide(args.llm.agent_sandbox, &args.llm.agent_writable).map_err(|e| anyhow!(e))?;
+    if walls.is_none() && args.llm.agent_sandbox == Mode::Auto {
+        eprintln!("{}", ks::unsandboxed_line(&status));
+    }
+    Ok((Jail { walls, env }, Some(status)))
+}
+
 /// The advisor: the agent command when one is given, else the model.
 fn make_advisor(
     args: &TickArgs,
@@ -183,6 +209,7 @@ fn make_advisor(
     on_git: bool,
     rev: &str,
     state: &std::path::Path,
+    jail: crate::llm::kernel_sandbox::Jail,
 ) -> Option<Box<dyn Advisor>> {
     if let Some(command) = &args.llm.agent {
         // `./agent.sh` is where it was typed, not in the agent's worktree.
@@ -197,6 +224,7 @@ fn make_advisor(
             pass_env: args.llm.agent_env.clone(),
             fake_sleep: args.source.fake_sleep,
             pidfile: Some(store::sidecar(state, ".agent")),
+            jail,
         })));
     }
     let key = env.openai_api_key.as_ref()?;
