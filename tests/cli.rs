@@ -66,6 +66,8 @@ mod reliability;
 mod retries;
 #[path = "e2e/sandbox.rs"]
 mod sandbox;
+#[path = "e2e/sandbox_agent.rs"]
+mod sandbox_agent;
 #[path = "e2e/scheduler.rs"]
 mod scheduler;
 #[path = "e2e/state_layout.rs"]

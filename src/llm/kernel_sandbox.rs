@@ -218,7 +218,7 @@ impl Walls {
         let file_write = write & AccessFs::from_file(abi);
         let mut rules = Ruleset::default()
             .set_compatibility(CompatLevel::HardRequirement)
-            .handle_access(write)
+            .handle_access(write | AccessFs::ReadFile)
             .map_err(|e| e.to_string())?;
         if self.abi >= SCOPED_ABI {
             rules = rules
@@ -226,6 +226,12 @@ impl Walls {
                 .map_err(|e| e.to_string())?;
         }
         let mut created = rules.create().map_err(|e| e.to_string())?;
+        for path in readable() {
+            let Ok(fd) = PathFd::new(&path) else { continue };
+            created = created
+                .add_rule(PathBeneath::new(fd, AccessFs::ReadFile))
+                .map_err(|e| format!("`{}`: {e}", path.display()))?;
+        }
         let devices = DEVICES.iter().map(Path::new);
         let named = self.writable.iter().map(PathBuf::as_path);
         for path in own.iter().copied().chain(named).chain(devices) {
@@ -241,6 +247,31 @@ impl Walls {
         }
         Ok(created)
     }
+}
+
+/// Where the agent may read files: everywhere but the processes' own
+/// directories under `/proc`. A domain's ptrace wall refuses `mem`, but some
+/// kernels (6.18 seen) still let it read another process's `environ` and
+/// `maps`, where a job shell's secrets are: so file reads beneath
+/// `/proc/<pid>` (its own too: it cannot be named before it exists) are
+/// refused by the file rules, and everything else stays readable.
+fn readable() -> Vec<PathBuf> {
+    let entries = |dir: &str| {
+        std::fs::read_dir(dir)
+            .map(|d| d.flatten().map(|e| e.path()).collect::<Vec<_>>())
+            .unwrap_or_default()
+    };
+    let per_process = |p: &Path| {
+        p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+            n == "self" || n == "thread-self" || n.bytes().all(|b| b.is_ascii_digit())
+        })
+    };
+    let mut out: Vec<PathBuf> = entries("/")
+        .into_iter()
+        .filter(|p| p != Path::new("/proc"))
+        .collect();
+    out.extend(entries("/proc").into_iter().filter(|p| !per_process(p)));
+    out
 }
 
 #[cfg(test)]
