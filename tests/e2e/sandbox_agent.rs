@@ -257,7 +257,7 @@ fn git_status_diff_and_commit_work_in_the_agents_copy_and_its_objects_stay_there
          git status --porcelain >/dev/null && echo 'status ok'\n\
          git diff --quiet || echo 'diff ok'\n\
          git add -A && git -c user.name=agent -c user.email=agent@example.invalid commit -qm agent && echo 'commit ok'\n\
-         echo \"commit $(git rev-parse HEAD)\"\nprintf '%s' '{SKIP}' >&3\n",
+         echo \"id $(git rev-parse HEAD)\"\nprintf '%s' '{SKIP}' >&3\n",
         r = report.display()
     );
     // The answer goes to the saved stdout (3); everything else to the report.
@@ -269,7 +269,7 @@ fn git_status_diff_and_commit_work_in_the_agents_copy_and_its_objects_stay_there
     }
     let id = said
         .lines()
-        .find_map(|l| l.strip_prefix("commit "))
+        .find_map(|l| l.strip_prefix("id "))
         .unwrap()
         .to_string();
     // The agent's commit is its own: the clone's object store never got it.
