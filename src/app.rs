@@ -115,8 +115,7 @@ fn run_tick(args: TickArgs) -> Result<u8> {
         eprintln!("{}", crate::report::escape::terminal(&w));
     }
     // A dry run calls no model and runs no agent.
-    let runs_agent = advisor_on && !args.dry_run && args.llm.agent.is_some();
-    let (jail, sandbox) = agent_jail(&args, runs_agent)?;
+    let (jail, sandbox) = agent_jail(&args, advisor_on)?;
     let mut advisor = (advisor_on && !args.dry_run)
         .then(|| make_advisor(&args, &env, on_git, &cfg.rev, &cfg.state, jail))
         .flatten();
@@ -184,14 +183,15 @@ fn refuse_nested_tick() -> Result<()> {
 /// is exit 1 before anything is spent; `auto` there says so once.
 fn agent_jail(
     args: &TickArgs,
-    runs_agent: bool,
+    advisor_on: bool,
 ) -> Result<(
     crate::llm::kernel_sandbox::Jail,
     Option<crate::llm::kernel_sandbox::Status>,
 )> {
     use crate::llm::kernel_sandbox::{self as ks, Jail, Mode};
     let env = args.llm.agent_env_inherit;
-    if !runs_agent {
+    // A dry run runs no agent.
+    if !(advisor_on && !args.dry_run && args.llm.agent.is_some()) {
         return Ok((Jail { walls: None, env }, None));
     }
     let (walls, status) =
