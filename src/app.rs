@@ -124,8 +124,9 @@ fn run_tick(args: TickArgs) -> Result<u8> {
         eprintln!("{}", crate::report::escape::terminal(&w));
     }
     // A dry run calls no model and runs no agent.
+    let (jail, sandbox) = agent_jail(&args, advisor_on)?;
     let mut advisor = (advisor_on && !args.dry_run)
-        .then(|| make_advisor(&args, &env, on_git, &cfg.rev, &cfg.state))
+        .then(|| make_advisor(&args, &env, on_git, &cfg.rev, &cfg.state, jail))
         .flatten();
     // An agent known not to start is a configuration error on every tick,
     // a no-op's too: it would otherwise be found only at the next change.
@@ -150,6 +151,7 @@ fn run_tick(args: TickArgs) -> Result<u8> {
             *note = "advisor off (`--llm off`): the needs_review files are handed over".into();
         }
     }
+    report.agent_sandbox = sandbox;
     finish_tick(&args, report)
 }
 
@@ -199,6 +201,30 @@ fn refuse_nested_tick() -> Result<()> {
     Ok(())
 }
 
+/// The kernel's walls and the environment of this tick's agent runs, and
+/// what `--json` reports of them. `require` on a kernel without Landlock
+/// is exit 1 before anything is spent; `auto` there says so once.
+fn agent_jail(
+    args: &TickArgs,
+    advisor_on: bool,
+) -> Result<(
+    crate::llm::kernel_sandbox::Jail,
+    Option<crate::llm::kernel_sandbox::Status>,
+)> {
+    use crate::llm::kernel_sandbox::{self as ks, Jail, Mode};
+    let env = args.llm.agent_env_inherit;
+    // A dry run runs no agent.
+    if !(advisor_on && !args.dry_run && args.llm.agent.is_some()) {
+        return Ok((Jail { walls: None, env }, None));
+    }
+    let (walls, status) =
+        ks::decide(args.llm.agent_sandbox, &args.llm.agent_writable).map_err(|e| anyhow!(e))?;
+    if walls.is_none() && args.llm.agent_sandbox == Mode::Auto {
+        eprintln!("{}", ks::unsandboxed_line(&status));
+    }
+    Ok((Jail { walls, env }, Some(status)))
+}
+
 /// The advisor: the agent command when one is given, else the model.
 fn make_advisor(
     args: &TickArgs,
@@ -206,6 +232,7 @@ fn make_advisor(
     on_git: bool,
     rev: &str,
     state: &std::path::Path,
+    jail: crate::llm::kernel_sandbox::Jail,
 ) -> Option<Box<dyn Advisor>> {
     if let Some(command) = &args.llm.agent {
         // `./agent.sh` is where it was typed, not in the agent's worktree.
@@ -221,6 +248,7 @@ fn make_advisor(
             fake_sleep: args.source.fake_sleep,
             pidfile: Some(store::sidecar(state, ".agent")),
             failfile: Some(store::sidecar(state, ".agent-failed")),
+            jail,
         })));
     }
     let key = env.openai_api_key.as_ref()?;

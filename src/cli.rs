@@ -1146,11 +1146,12 @@ pub struct LlmArgs {
         value_parser = parse_seconds
     )]
     pub agent_timeout: f64,
-    /// Pass one of sentinel's own secrets on to the agent, by name.
+    /// Pass a variable on to the agent by name (`ANTHROPIC_API_KEY`).
     ///
-    /// OPENAI_API_KEY, OPENAI_ADMIN_KEY, SENTINEL_GITLAB_TOKEN, GITLAB_TOKEN and
-    /// CI_JOB_TOKEN are removed from the agent's environment unless named here.
-    /// Repeatable; in the environment, separate names with `,`.
+    /// The agent is given the plain variables only: no variable whose name says
+    /// it is a secret (*KEY*, *SECRET*, *TOKEN*, *PASSWORD*, *PASSWD*,
+    /// *CREDENTIAL*, *AUTH*, *_PAT) reaches it unless named here. Repeatable;
+    /// in the environment, separate names with `,`.
     #[arg(
         long,
         env = "SENTINEL_AGENT_ENV",
@@ -1159,6 +1160,46 @@ pub struct LlmArgs {
         value_delimiter = ','
     )]
     pub agent_env: Vec<String>,
+    /// Which of sentinel's variables the agent gets.
+    ///
+    /// `given`: the plain ones and those named with --agent-env; `all`: every
+    /// one but sentinel's own secrets, as before.
+    #[arg(
+        long,
+        env = "SENTINEL_AGENT_ENV_INHERIT",
+        help_heading = ADVISOR,
+        value_name = "WHICH",
+        value_enum,
+        default_value_t = crate::llm::given_env::Inherit::Given
+    )]
+    pub agent_env_inherit: crate::llm::given_env::Inherit,
+    /// The kernel sandbox (Landlock) around every agent run.
+    ///
+    /// The agent writes only its working copy, a private temporary directory
+    /// and --agent-writable paths; it cannot ptrace, read the environ or memory
+    /// of, or (ABI 6+) signal any process outside its run. `auto` runs it
+    /// without where the kernel has no Landlock and says so; `require` refuses
+    /// to (exit 1).
+    #[arg(
+        long,
+        env = "SENTINEL_AGENT_SANDBOX",
+        help_heading = ADVISOR,
+        value_name = "MODE",
+        value_enum,
+        default_value_t = crate::llm::kernel_sandbox::Mode::Auto
+    )]
+    pub agent_sandbox: crate::llm::kernel_sandbox::Mode,
+    /// A file or directory the sandboxed agent may write (`~/.claude`).
+    ///
+    /// Repeatable; in the environment, separate paths with `:`.
+    #[arg(
+        long,
+        env = "SENTINEL_AGENT_WRITABLE",
+        help_heading = ADVISOR,
+        value_name = "PATH",
+        value_delimiter = ':'
+    )]
+    pub agent_writable: Vec<PathBuf>,
 }
 
 /// USD counted per call for a paid model without a price (`--cost-per-call`).

@@ -74,6 +74,8 @@ mod reliability;
 mod retries;
 #[path = "e2e/sandbox.rs"]
 mod sandbox;
+#[path = "e2e/sandbox_agent.rs"]
+mod sandbox_agent;
 #[path = "e2e/sandbox_strangers.rs"]
 mod sandbox_strangers;
 #[path = "e2e/scheduler.rs"]

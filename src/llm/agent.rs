@@ -52,6 +52,8 @@ pub struct AgentConfig {
     /// Keeps the last setup failure (beside the state), so that the same
     /// failure on the next tick is a configuration error (`repeat`).
     pub failfile: Option<PathBuf>,
+    /// The kernel's walls and the environment the agent is given.
+    pub jail: super::kernel_sandbox::Jail,
 }
 
 /// The one JSON object on the agent's stdin.
@@ -371,6 +373,8 @@ impl Advisor for AgentAdvisor {
 fn run(cfg: &AgentConfig, req: &AdviceRequest, input: &[u8]) -> Result<Finished, String> {
     let cwd = cfg.worktree.as_ref().map_or(&cfg.cwd, |w| &w.path);
     let mut cmd = Command::new("sh");
+    // Given, not inherited: named secrets only (`--agent-env`).
+    super::given_env::give(&mut cmd, cfg.jail.env, &cfg.pass_env);
     cmd.arg("-c")
         .arg(&cfg.command)
         .current_dir(cwd)
@@ -378,12 +382,8 @@ fn run(cfg: &AgentConfig, req: &AdviceRequest, input: &[u8]) -> Result<Finished,
         .env("SENTINEL_HEAD", req.head.unwrap_or_default())
         .env("SENTINEL_WAKE_REASON", req.wake_reason)
         .env("SENTINEL_WORKTREE", cwd);
-    // sentinel's own secrets: an agent gets them only when named with `--agent-env`.
-    for secret in crate::redact::SECRET_VARS {
-        if !cfg.pass_env.iter().any(|p| p == secret) {
-            cmd.env_remove(secret);
-        }
-    }
+    // Removed (with everything it holds) when the run is over.
+    let _tmp = walled(cfg, &mut cmd, cwd).map_err(|e| cannot_run(&cfg.command, &e))?;
     let limits = Limits {
         timeout: cfg.timeout,
         max_stdout: MAX_OUTPUT_BYTES,
@@ -395,6 +395,39 @@ fn run(cfg: &AgentConfig, req: &AdviceRequest, input: &[u8]) -> Result<Finished,
             &format!("`sh` could not be started in `{}`: {e}", cwd.display()),
         )
     })
+}
+
+/// Put the kernel's walls around `cmd`, when there are any: it writes its
+/// working copy (and, through its private object directory, commits
+/// there) and a private temporary directory, returned to be removed.
+fn walled(
+    cfg: &AgentConfig,
+    cmd: &mut Command,
+    cwd: &std::path::Path,
+) -> Result<Option<tempfile::TempDir>, String> {
+    let Some(walls) = &cfg.jail.walls else {
+        return Ok(None);
+    };
+    let tmp = tempfile::Builder::new()
+        .prefix("sentinel-agent-")
+        .tempdir()
+        .map_err(|e| format!("cannot create the agent's temporary directory: {e}"))?;
+    cmd.env("TMPDIR", tmp.path());
+    let mut own = vec![tmp.path()];
+    let git = cfg.worktree.as_ref().and_then(Worktree::agent_git);
+    if let Some((admin, objects)) = &git {
+        // Its commits go to objects of its own; the clone's are only read.
+        let mine = tmp.path().join("objects");
+        std::fs::create_dir(&mine)
+            .map_err(|e| format!("cannot create `{}`: {e}", mine.display()))?;
+        cmd.env("GIT_OBJECT_DIRECTORY", &mine)
+            .env("GIT_ALTERNATE_OBJECT_DIRECTORIES", objects);
+        own.extend([cwd, admin.as_path()]);
+    } else if cfg.worktree.is_some() {
+        return Err("the agent's worktree has no admin directory".into());
+    }
+    walls.apply(cmd, &own)?;
+    Ok(Some(tmp))
 }
 
 /// A command that cannot run: a setup error that names what to check.

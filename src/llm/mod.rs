@@ -5,6 +5,8 @@ pub mod agent;
 pub mod bounds;
 pub mod client;
 pub mod contain;
+pub mod given_env;
+pub mod kernel_sandbox;
 pub mod peers;
 pub mod prices;
 pub mod protocol;

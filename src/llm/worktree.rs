@@ -146,6 +146,15 @@ impl Worktree {
         })
     }
 
+    /// What the agent's own git in the worktree writes besides the work
+    /// tree (its admin directory: index, `HEAD`) and the clone's object
+    /// directory it reads: the kernel sandbox lets it write the first only.
+    pub fn agent_git(&self) -> Option<(PathBuf, PathBuf)> {
+        let dirs = self.dirs().ok()?;
+        let admin = self.admin_of(&dirs.common)?;
+        Some((admin, dirs.common.join("objects")))
+    }
+
     /// `.sentinel` must not be a link (it may be the user's own choice, so it
     /// is refused, not removed); `.sentinel/worktrees` is sentinel's, and a
     /// link there is removed.

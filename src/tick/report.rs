@@ -94,6 +94,9 @@ pub struct TickReport {
     /// one included, how many in a row and since when.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub outage: Option<crate::state::Outage>,
+    /// The kernel sandbox this tick's agent runs in (with an agent only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_sandbox: Option<crate::llm::kernel_sandbox::Status>,
 }
 
 impl TickReport {
@@ -119,6 +122,7 @@ impl TickReport {
             dry_run,
             notes: Vec::new(),
             outage: None,
+            agent_sandbox: None,
         }
     }
 

@@ -59,7 +59,7 @@ fn first_line_of(path: &Path) -> String {
 }
 
 #[test]
-fn an_agent_finds_no_secret_in_the_environ_of_sentinel_or_any_ancestor() {
+fn an_agent_finds_no_secret_in_sentinels_own_environ_block() {
     let sb = Sandbox::with_files(&["a.js"]);
     let dump = sb.root().join("environs.txt");
     // Every ancestor's environment block, as /proc shows it (also as root).

@@ -111,7 +111,11 @@ impl Sandbox {
         S: AsRef<OsStr>,
     {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_sentinel"));
+        // The tests of other guarantees run the agent without the kernel
+        // sandbox (their agents report to files beside the state); the
+        // sandbox's own tests name `--agent-sandbox require`.
         cmd.env_clear()
+            .env("SENTINEL_AGENT_SANDBOX", "off")
             .env("PATH", self.path_env())
             .env("HOME", self.home())
             .env("GIT_CONFIG_NOSYSTEM", "1")
@@ -288,6 +292,29 @@ impl Run {
             });
         }
         self
+    }
+
+    /// Start it as a CI job script does: a child of a `bash` whose own
+    /// environment holds every variable given so far and any set later
+    /// (what `/proc/<bash>/environ` shows), which waits for it.
+    pub fn under_bash(self) -> Run {
+        let mut sh = Command::new("bash");
+        sh.env_clear();
+        for (k, v) in self.cmd.get_envs() {
+            if let Some(v) = v {
+                sh.env(k, v);
+            }
+        }
+        if let Some(dir) = self.cmd.get_current_dir() {
+            sh.current_dir(dir);
+        }
+        // Not the last command, so bash waits instead of exec'ing it.
+        sh.arg("-c")
+            .arg("\"$0\" \"$@\"; exit $?")
+            .arg(self.cmd.get_program())
+            .args(self.cmd.get_args())
+            .stdin(Stdio::null());
+        Run { cmd: sh }
     }
 
     /// Start it behind a shell that waits for one line on stdin and then
