@@ -227,7 +227,10 @@ def codex_argv(request):
     # Its default sandbox is read-only: the edit would be rejected.
     if not named(flags, "--sandbox", "-s", "--full-auto",
                  "--dangerously-bypass-approvals-and-sandbox"):
-        argv += ["--sandbox", "workspace-write"]
+        # Under sentinel's kernel sandbox Codex's own (bubblewrap) cannot
+        # start, and sentinel's walls stand in for it.
+        walled = os.environ.get("SENTINEL_KERNEL_SANDBOX") == "landlock"
+        argv += ["--sandbox", "danger-full-access" if walled else "workspace-write"]
     provider = codex_provider(flags)
     # Up to 5 HTTP tries times 6 stream tries for one 503 otherwise. A
     # built-in provider takes no such setting: see docs/agents.md.

@@ -405,9 +405,13 @@ fn walled(
     cmd: &mut Command,
     cwd: &std::path::Path,
 ) -> Result<Option<tempfile::TempDir>, String> {
+    // Said to the agent, so an adapter can turn a sandbox of its own off
+    // where it cannot start under the kernel's (Codex's bubblewrap).
     let Some(walls) = &cfg.jail.walls else {
+        cmd.env("SENTINEL_KERNEL_SANDBOX", "off");
         return Ok(None);
     };
+    cmd.env("SENTINEL_KERNEL_SANDBOX", "landlock");
     let tmp = tempfile::Builder::new()
         .prefix("sentinel-agent-")
         .tempdir()

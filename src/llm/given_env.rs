@@ -18,7 +18,7 @@ pub enum Inherit {
 }
 
 /// Variables passed on by their whole name.
-const PLAIN: [&str; 29] = [
+const PLAIN: [&str; 31] = [
     "PATH",
     "HOME",
     "LANG",
@@ -48,10 +48,15 @@ const PLAIN: [&str; 29] = [
     "XDG_STATE_HOME",
     "XDG_RUNTIME_DIR",
     "GITLAB_CI",
+    // Where the agent CLIs' providers are: addresses, not credentials.
+    "ANTHROPIC_BASE_URL",
+    "OPENAI_BASE_URL",
 ];
 
-/// Families passed on by their prefix, when the name says no secret.
-const PLAIN_PREFIXES: [&str; 4] = ["LC_", "SENTINEL_", "CI_", "GIT_"];
+/// Families passed on by their prefix, when the name says no secret: the
+/// documented adapters' own settings (`CLAUDE_FLAGS`, `CODEX_PROVIDER`, ...)
+/// among them, as a user sets them for the agent.
+const PLAIN_PREFIXES: [&str; 6] = ["LC_", "SENTINEL_", "CI_", "GIT_", "CLAUDE_", "CODEX_"];
 
 /// Words that make a name a secret's, wherever they stand in it.
 const SECRET_WORDS: [&str; 7] = [

@@ -678,10 +678,11 @@ fn an_agent_failure_that_repeats_the_same_way_is_a_configuration_error_until_it_
 #[test]
 fn a_key_given_to_the_agent_that_it_writes_into_its_edit_is_refused_not_committed() {
     let cases = [
+        // Given to the agent by name, as a Claude Code set-up gives it.
         (
             "ANTHROPIC_API_KEY",
             "sk-ant-api03-Q2xhdWRlS2V5Rm9yVGVzdHNPbmx5MTIzNDU2",
-            &[][..],
+            &["--agent-env", "ANTHROPIC_API_KEY"][..],
         ),
         (
             "MY_GATEWAY_TOKEN",
