@@ -561,7 +561,7 @@ fn refused_agent(sb: &Sandbox, error: &str, stderr: &str) -> String {
 }
 
 #[test]
-fn an_evolve_that_changed_nothing_is_a_failure_that_names_the_refusal() {
+fn invariant_25_an_evolve_that_changed_nothing_is_a_failure_that_names_the_refusal() {
     let cases = [
         (
             r#","error":{"type":"permission_denied","message":"claude refused 1 tool call (permission_denials): Edit"}"#,

@@ -70,7 +70,7 @@ fn agent_tick(sb: &Sandbox, minute: i64, agent: &str) -> crate::util::Run {
 }
 
 #[test]
-fn an_agent_reads_no_secret_from_the_job_shells_environ_or_sentinels_memory() {
+fn invariant_26_the_kernel_contains_the_agent_no_secret_from_the_job_shell_or_sentinels_memory() {
     let Some(_) = landlock() else { return };
     let sb = Sandbox::with_files(&["a.js"]);
     let seen = seen(&sb);

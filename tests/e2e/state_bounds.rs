@@ -45,7 +45,7 @@ fn state(sb: &Sandbox) -> Value {
 }
 
 #[test]
-fn a_cost_of_1e308_on_two_days_leaves_the_state_loadable() {
+fn invariant_27_the_state_always_loads_after_a_cost_of_1e308_on_two_days() {
     let sb = Sandbox::with_files(&["a.js"]);
     let agent = agent_costing(&sb, "1.7976931348623157e308");
     let first = tick(&sb, &at(0), &agent, 10);
