@@ -90,10 +90,9 @@ struct Reply {
     /// Read when an EVOLVE left no edit, to say why.
     #[serde(default)]
     error: Option<serde_json::Value>,
-    /// The model requests the run made, as the agent's CLI counted them:
-    /// accepted so that adapters may say it; not yet counted in `stats`.
+    /// The model requests the run made, as the agent's CLI counted them
+    /// (the adapters send Claude Code's `num_turns`): counted in `stats`.
     #[serde(default)]
-    #[allow(dead_code)]
     requests: Option<u64>,
 }
 
@@ -119,9 +118,14 @@ enum Edit {
     Other,
 }
 
+/// The most model requests one run is counted at, whatever it says.
+const MAX_REQUESTS_PER_RUN: u64 = 1_000;
+
 pub struct AgentAdvisor {
     cfg: AgentConfig,
     calls: u64,
+    /// Model requests the runs made beyond one each, as their CLIs said.
+    extra_requests: u64,
     waits: Vec<u64>,
     /// Measured cost of the attempts of the current call.
     cost: Option<f64>,
@@ -148,6 +152,7 @@ impl AgentAdvisor {
         AgentAdvisor {
             cfg,
             calls: 0,
+            extra_requests: 0,
             waits: Vec::new(),
             cost: None,
             fatal,
@@ -214,6 +219,12 @@ impl AgentAdvisor {
         }
         if let Some(c) = reply.cost_usd.filter(|c| c.is_finite() && *c >= 0.0) {
             *self.cost.get_or_insert(0.0) += c;
+        }
+        // A run is one request of sentinel's, and as many of the model's as
+        // its CLI made: those are what the provider counts and bills.
+        if let Some(n) = reply.requests {
+            let extra = n.clamp(1, MAX_REQUESTS_PER_RUN) - 1;
+            self.extra_requests = self.extra_requests.saturating_add(extra);
         }
         let usage = reply.usage.as_ref().map(|u| Usage {
             prompt_tokens: u.prompt_tokens,
@@ -342,8 +353,9 @@ impl Advisor for AgentAdvisor {
         call
     }
 
+    /// Runs, and the model requests they made beyond one each.
     fn calls(&self) -> u64 {
-        self.calls
+        self.calls.saturating_add(self.extra_requests)
     }
 
     fn waits_ms(&self) -> Vec<u64> {

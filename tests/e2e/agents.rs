@@ -756,3 +756,20 @@ fn explain_under_agent_names_the_agent_and_does_not_promise_a_model_call() {
     // The next tick is a no-op, as explain said.
     tick(&sb, 2, &cmd, &[], 0);
 }
+
+#[test]
+fn a_run_whose_cli_made_several_model_requests_counts_each_of_them() {
+    let sb = Sandbox::with_files(&["a.js"]);
+    // Claude Code's adapter sends `num_turns` as `requests`.
+    let cmd = script(
+        &sb,
+        "turns.sh",
+        "cat > /dev/null\nprintf '%s' '{\"action\":\"SKIP\",\"reason\":\"fine\",\"findings\":[],\"requests\":3}'\n",
+    )
+    .display()
+    .to_string();
+    let out = sb.tick_cmd(&at(0)).args(["--agent", &cmd]).output();
+    expect_code(&out, 10);
+    assert_eq!(out.json()["llm_calls"], 3, "{}", out.stdout);
+    assert_eq!(sb.stats()["llm"]["attempts"], 3);
+}
