@@ -724,9 +724,21 @@ fn run_reset(args: crate::cli::ResetArgs) -> Result<u8> {
         circuit: args.circuit,
         given_up: args.given_up,
     };
-    let done = crate::reset::apply(&mut state, &request, args.now.unwrap_or_else(Utc::now))?;
+    let mut done = crate::reset::apply(&mut state, &request, args.now.unwrap_or_else(Utc::now))?;
     if done.changed {
         store::save(&path, &state)?;
+    }
+    // An agent's failure that stands (the same twice in a row) is a hold too.
+    if args.circuit {
+        let standing = store::sidecar(&path, ".agent-failed");
+        match std::fs::remove_file(&standing) {
+            Ok(()) => done.lines.push(format!(
+                "cleared the agent's standing failure (`{}`): the next tick runs it again",
+                standing.display()
+            )),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => bail!("cannot remove `{}`: {e}", standing.display()),
+        }
     }
     // Paths and a peer's reason for the circuit: escaped, line by line.
     let lines: Vec<_> = done

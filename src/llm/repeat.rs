@@ -120,7 +120,7 @@ impl Repeats {
             "the agent failed the same way on {} ticks in a row with the same configuration \
              ({}: {}); that is a configuration error: {}; nothing more is run or spent until \
              the agent's command, `--agent-env`, its environment or its script changes, or \
-             `{}` is removed",
+             `sentinel reset --circuit` clears `{}`",
             last.ticks,
             last.class,
             last.reason,

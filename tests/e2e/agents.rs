@@ -773,3 +773,46 @@ fn a_run_whose_cli_made_several_model_requests_counts_each_of_them() {
     assert_eq!(out.json()["llm_calls"], 3, "{}", out.stdout);
     assert_eq!(sb.stats()["llm"]["attempts"], 3);
 }
+
+#[test]
+fn reset_circuit_clears_an_agents_standing_failure() {
+    let sb = Sandbox::with_files(&["a.js"]);
+    let cmd = script(
+        &sb,
+        "not-logged-in.sh",
+        "cat > /dev/null\necho 'Error: not logged in' >&2\nexit 1\n",
+    )
+    .display()
+    .to_string();
+    tick(&sb, 0, &cmd, &["--fake-sleep"], 10);
+    let out = sb
+        .tick_cmd(&at(24 * 60))
+        .args(["--agent", &cmd, "--fake-sleep"])
+        .env("OPENAI_API_KEY", "sk-must-not-reach-the-agent")
+        .output();
+    expect_code(&out, 1);
+    let out = sb
+        .sentinel(["reset", "--circuit", "--now", &at(24 * 60 + 1)])
+        .arg("--repo")
+        .arg(&sb.repo.root)
+        .arg("--state")
+        .arg(&sb.state)
+        .output();
+    expect_code(&out, 0);
+    assert!(
+        out.stdout.contains("cleared the agent's standing failure"),
+        "{}",
+        out.stdout
+    );
+    // The next tick runs the agent again instead of stopping before it.
+    let out = sb
+        .tick_cmd(&at(24 * 60 + 20))
+        .args(["--agent", &cmd, "--fake-sleep"])
+        .env("OPENAI_API_KEY", "sk-must-not-reach-the-agent")
+        .output();
+    assert!(
+        !out.stderr.contains("configuration error"),
+        "{}",
+        out.stderr
+    );
+}
