@@ -383,7 +383,11 @@ impl Advisor for AgentAdvisor {
 
 /// Run the command once, contained: `Err` when it could not be started.
 fn run(cfg: &AgentConfig, req: &AdviceRequest, input: &[u8]) -> Result<Finished, String> {
-    let cwd = cfg.worktree.as_ref().map_or(&cfg.cwd, |w| &w.path);
+    let cwd = cfg
+        .worktree
+        .as_ref()
+        .and_then(Worktree::path)
+        .unwrap_or(&cfg.cwd);
     let mut cmd = Command::new("sh");
     // Given, not inherited: named secrets only (`--agent-env`).
     super::given_env::give(&mut cmd, cfg.jail.env, &cfg.pass_env);
@@ -410,8 +414,8 @@ fn run(cfg: &AgentConfig, req: &AdviceRequest, input: &[u8]) -> Result<Finished,
 }
 
 /// Put the kernel's walls around `cmd`, when there are any: it writes its
-/// working copy (and, through its private object directory, commits
-/// there) and a private temporary directory, returned to be removed.
+/// working copy (its own git directory included) and a private temporary
+/// directory, returned to be removed.
 fn walled(
     cfg: &AgentConfig,
     cmd: &mut Command,
@@ -429,19 +433,8 @@ fn walled(
         .tempdir()
         .map_err(|e| format!("cannot create the agent's temporary directory: {e}"))?;
     cmd.env("TMPDIR", tmp.path());
-    let mut own = vec![tmp.path()];
-    let git = cfg.worktree.as_ref().and_then(Worktree::agent_git);
-    if let Some((admin, objects)) = &git {
-        // Its commits go to objects of its own; the clone's are only read.
-        let mine = tmp.path().join("objects");
-        std::fs::create_dir(&mine)
-            .map_err(|e| format!("cannot create `{}`: {e}", mine.display()))?;
-        cmd.env("GIT_OBJECT_DIRECTORY", &mine)
-            .env("GIT_ALTERNATE_OBJECT_DIRECTORIES", objects);
-        own.extend([cwd, admin.as_path()]);
-    } else if cfg.worktree.is_some() {
-        return Err("the agent's worktree has no admin directory".into());
-    }
+    // Its working copy holds its own git directory: its commits stay there.
+    let own = [tmp.path(), cwd];
     walls.apply(cmd, &own)?;
     Ok(Some(tmp))
 }

@@ -1,18 +1,25 @@
-//! The agent's own checkout: a git worktree under `.sentinel/`, detached at
-//! the watched head before each run, so the file on disk is the content the
-//! agent was handed and nothing it does moves a branch sentinel watches.
+//! The agent's own working copy: a directory outside the state and outside
+//! the watched clone (a private temporary directory per tick), checked out
+//! at the watched head before each run, so the file on disk is the content
+//! the agent was handed and nothing it writes is read back as state, journal,
+//! refs or objects of the clone.
 //!
-//! The agent is untrusted and works inside this directory, so nothing it
-//! leaves there decides where sentinel's git acts: every command names the
-//! worktree's admin directory (`--git-dir`) and the directory sentinel made
-//! (`--work-tree`) itself, with hooks and fsmonitor off. A worktree whose
-//! `.git` does not name an admin directory that names it back, or whose
-//! path is a link, is removed (never following a link) and made again.
+//! Two git directories serve it. sentinel's own (`<tmp>/git`, outside the
+//! working copy) holds the index sentinel checks out with, and borrows the
+//! clone's objects through `alternates`; the kernel sandbox keeps the agent
+//! out of it. The agent's (`<tmp>/work/.git`) is made fresh before every run
+//! with the same index, so `git status`, `git diff` and `git commit` work
+//! there; its commits, objects, config and hooks stay in it and are thrown
+//! away with it, and sentinel never runs git in it: every command names
+//! sentinel's git directory and the working copy, with hooks and fsmonitor
+//! off. Whatever the agent left in place of its `.git` or the working copy
+//! itself (a link, a repository pointing elsewhere) is removed, never
+//! followed.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::source::hooks_off::HooksOff;
 use crate::state::safe_fs;
@@ -21,25 +28,39 @@ use crate::state::safe_fs;
 pub struct Worktree {
     /// The clone sentinel watches.
     pub repo: PathBuf,
-    /// Where the agent works: `<repo>/.sentinel/worktrees/agent`.
-    pub path: PathBuf,
     /// The watched revision, to notice the agent moving it.
     watched: String,
     /// What is read of a file the agent left (`--max-file-bytes`).
     max_bytes: u64,
-    /// The clone's git directory and common git directory, asked once.
+    /// The clone's git directory, common git directory and object format,
+    /// asked once.
     dirs: OnceLock<Result<GitDirs, String>>,
-    /// The clone's refs as they were when the worktree was last prepared.
+    /// The working copy, made at the first prepare and shared by the clones
+    /// of this value: removed when the last of them is dropped.
+    place: Arc<OnceLock<Result<Place, String>>>,
+    /// The clone's refs as they were when the working copy was last prepared.
     before: Mutex<Option<Refs>>,
+}
+
+/// Where the agent works, and sentinel's git directory for it.
+#[derive(Debug)]
+struct Place {
+    /// Removed with everything under it when the tick is over.
+    _dir: tempfile::TempDir,
+    /// sentinel's git directory: its index and `HEAD`, the clone's objects.
+    git: PathBuf,
+    /// The agent's working copy.
+    work: PathBuf,
 }
 
 #[derive(Debug, Clone)]
 struct GitDirs {
     /// The clone's own git directory (where its `HEAD` is).
     git: PathBuf,
-    /// The common git directory, whose `worktrees/` holds the worktree's
-    /// admin directory.
+    /// The common git directory, whose `objects/` the working copy borrows.
     common: PathBuf,
+    /// `sha1` or `sha256`, so the copies read the clone's objects.
+    format: String,
 }
 
 /// The refs of the clone an agent could move.
@@ -64,38 +85,52 @@ pub struct Moved {
 }
 
 impl Worktree {
-    /// The agent's worktree of the clone at `repo`, watching `rev`, reading
-    /// at most `max_bytes` of a file the agent left.
+    /// The agent's working copy of the clone at `repo`, watching `rev`,
+    /// reading at most `max_bytes` of a file the agent left. Nothing is made
+    /// until the first `prepare`.
     pub fn of(repo: &Path, rev: &str, max_bytes: u64) -> Worktree {
         let repo = std::path::absolute(repo).unwrap_or_else(|_| repo.to_path_buf());
         Worktree {
-            path: repo.join(".sentinel").join("worktrees").join("agent"),
             repo,
             watched: rev.to_string(),
             max_bytes,
             dirs: OnceLock::new(),
+            place: Arc::new(OnceLock::new()),
             before: Mutex::new(None),
         }
     }
 
-    /// Put the worktree at `head`, detached, with no leftover of an earlier
-    /// run: created on first use (or when it is not the one sentinel made),
-    /// reset and cleaned afterwards.
+    /// The agent's working copy, once a `prepare` made it.
+    pub fn path(&self) -> Option<&Path> {
+        match self.place.get() {
+            Some(Ok(place)) => Some(&place.work),
+            _ => None,
+        }
+    }
+
+    /// Put the working copy at `head`, detached, with no leftover of an
+    /// earlier run, and give the agent a git directory of its own in it.
     pub fn prepare(&self, head: &str) -> Result<(), String> {
-        self.own_dirs()?;
         let dirs = self.dirs()?;
+        let place = self.place(&dirs)?;
         let hooks =
             HooksOff::new().map_err(|e| format!("cannot create an empty hooks directory: {e}"))?;
-        match self.admin_of(&dirs.common) {
-            Some(admin) => {
-                let checkout = ["checkout", "--quiet", "--force", "--detach", head];
-                self.git_in(&admin, &hooks, &checkout)?;
-                self.git_in(&admin, &hooks, &["clean", "--quiet", "-fdx"])?;
-            }
-            None => {
-                self.recreate(&dirs.common, &hooks, head)?;
-            }
+        // The copy itself first: through a link left in its place, the
+        // `.git` removed next would be another directory's.
+        if !fs::symlink_metadata(&place.work).is_ok_and(|m| m.is_dir()) {
+            remove(&place.work)?;
+            fs::create_dir(&place.work).map_err(|e| self.cannot(&format!("mkdir: {e}")))?;
         }
+        // What stands at the agent's `.git` is its own: never read, removed.
+        remove(&place.work.join(".git"))?;
+        let id = self.resolve(&hooks, head)?;
+        self.git_in(
+            place,
+            &hooks,
+            &["checkout", "--quiet", "--force", "--detach", &id],
+        )?;
+        self.git_in(place, &hooks, &["clean", "--quiet", "-ffdx"])?;
+        self.agents_git(place, &dirs, &id)?;
         *self.before.lock().unwrap_or_else(|p| p.into_inner()) = Some(self.refs(&dirs));
         Ok(())
     }
@@ -129,12 +164,16 @@ impl Worktree {
         moved
     }
 
-    /// The bytes of `file` in the worktree as the agent left them, committed
-    /// or not; `Ok(None)` when the agent removed it. A link (anywhere on the
-    /// way), a FIFO, a device, a directory or a file over the limit is refused
-    /// with the reason: nothing outside the worktree is read.
+    /// The bytes of `file` in the working copy as the agent left them,
+    /// committed or not; `Ok(None)` when the agent removed it. A link
+    /// (anywhere on the way), a FIFO, a device, a directory or a file over
+    /// the limit is refused with the reason: nothing outside the working
+    /// copy is read.
     pub fn read(&self, file: &str) -> Result<Option<Vec<u8>>, String> {
-        safe_fs::read_beneath(&self.path, file, self.max_bytes).map_err(|r| {
+        let Some(work) = self.path() else {
+            return Ok(None);
+        };
+        safe_fs::read_beneath(work, file, self.max_bytes).map_err(|r| {
             let why = match r {
                 safe_fs::Refusal::TooLarge(n) => format!("it is over --max-file-bytes {n}"),
                 other => other.to_string(),
@@ -146,113 +185,55 @@ impl Worktree {
         })
     }
 
-    /// What the agent's own git in the worktree writes besides the work
-    /// tree (its admin directory: index, `HEAD`) and the clone's object
-    /// directory it reads: the kernel sandbox lets it write the first only.
-    pub fn agent_git(&self) -> Option<(PathBuf, PathBuf)> {
-        let dirs = self.dirs().ok()?;
-        let admin = self.admin_of(&dirs.common)?;
-        Some((admin, dirs.common.join("objects")))
+    /// The working copy's place, made once: a private temporary directory
+    /// holding sentinel's git directory (borrowing the clone's objects) and
+    /// the empty working copy.
+    fn place(&self, dirs: &GitDirs) -> Result<&Place, String> {
+        self.place
+            .get_or_init(|| {
+                let dir = tempfile::Builder::new()
+                    .prefix("sentinel-agent-copy-")
+                    .tempdir()
+                    .map_err(|e| self.cannot(&format!("a temporary directory: {e}")))?;
+                let git = dir.path().join("git");
+                let work = dir.path().join("work");
+                fs::create_dir(&work).map_err(|e| self.cannot(&format!("mkdir: {e}")))?;
+                git_dir(&git, dirs, None).map_err(|e| self.cannot(&e))?;
+                Ok(Place {
+                    _dir: dir,
+                    git,
+                    work,
+                })
+            })
+            .as_ref()
+            .map_err(String::clone)
     }
 
-    /// `.sentinel` must not be a link (it may be the user's own choice, so it
-    /// is refused, not removed); `.sentinel/worktrees` is sentinel's, and a
-    /// link there is removed.
-    fn own_dirs(&self) -> Result<(), String> {
-        let dot = self.repo.join(".sentinel");
-        if safe_fs::is_link(&dot) {
-            return Err(format!(
-                "`{}` is a symbolic link, and sentinel does not prepare the agent's worktree \
-                 through one: make it a directory",
-                dot.display()
-            ));
-        }
-        if !dot.join(".gitignore").exists() {
-            // Keep the worktree out of the clone's `git status`.
-            let _ = fs::create_dir_all(&dot);
-            let _ = safe_fs::replace(&dot.join(".gitignore"), b"*\n", None);
-        }
-        let worktrees = dot.join("worktrees");
-        if safe_fs::is_link(&worktrees) {
-            remove(&worktrees)?;
-        }
-        fs::create_dir_all(&worktrees).map_err(|e| {
-            format!(
-                "cannot create `{}`: {e}; check its permissions",
-                worktrees.display()
-            )
-        })
+    /// The agent's git directory in its working copy, made fresh: `HEAD` at
+    /// `id`, sentinel's index (so the checkout shows clean), the clone's
+    /// objects borrowed read-only, objects and refs of its own.
+    fn agents_git(&self, place: &Place, dirs: &GitDirs, id: &str) -> Result<(), String> {
+        let mine = place.work.join(".git");
+        git_dir(&mine, dirs, Some(id)).map_err(|e| self.cannot(&e))?;
+        fs::copy(place.git.join("index"), mine.join("index"))
+            .map(|_| ())
+            .map_err(|e| self.cannot(&format!("copying the index: {e}")))
     }
 
-    /// The admin directory of the worktree when it is the one sentinel
-    /// made: a directory, not a link, whose `.git` (read without following
-    /// a link) names an admin directory right under `<common>/worktrees`
-    /// that names this worktree back. Anything else is `None`.
-    fn admin_of(&self, common: &Path) -> Option<PathBuf> {
-        if !fs::symlink_metadata(&self.path).is_ok_and(|m| m.is_dir()) {
-            return None;
+    /// The commit `head` names in the clone (a full id is taken as it is).
+    fn resolve(&self, hooks: &HooksOff, head: &str) -> Result<String, String> {
+        if is_hex_id(head) {
+            return Ok(head.to_string());
         }
-        let dot_git = safe_fs::read_beneath(&self.path, ".git", 4096).ok()??;
-        let admin = PathBuf::from(
-            std::str::from_utf8(&dot_git)
-                .ok()?
-                .strip_prefix("gitdir: ")?
-                .strip_suffix('\n')?,
-        );
-        let under = admin.parent() == Some(common.join("worktrees").as_path());
-        let real_dir = fs::symlink_metadata(&admin).is_ok_and(|m| m.is_dir());
-        let common_ok = fs::read(admin.join("commondir")).is_ok_and(|c| c == b"../..\n");
-        (under && real_dir && common_ok && self.names_us(&admin)).then_some(admin)
-    }
-
-    /// Whether the admin directory `admin` registers this worktree: its
-    /// `gitdir` names `<path>/.git`, as written or after resolving the
-    /// directories above the worktree (never the worktree itself, which
-    /// may be the agent's link).
-    fn names_us(&self, admin: &Path) -> bool {
-        let Ok(text) = fs::read_to_string(admin.join("gitdir")) else {
-            return false;
-        };
-        let named = admin.join(text.trim_end_matches('\n'));
-        let mine = self.path.join(".git");
-        let resolved = |p: &Path| {
-            let worktree = p.parent()?;
-            let above = fs::canonicalize(worktree.parent()?).ok()?;
-            Some(above.join(worktree.file_name()?).join(".git"))
-        };
-        named == mine || resolved(&named).is_some_and(|n| Some(n) == resolved(&mine))
-    }
-
-    /// Remove what stands at the worktree and every registration of it, and
-    /// let git make it again; returns its new admin directory. A worktree of
-    /// the user's is never touched: only admin directories naming this path.
-    fn recreate(&self, common: &Path, hooks: &HooksOff, head: &str) -> Result<PathBuf, String> {
-        remove(&self.path)?;
-        if let Ok(entries) = fs::read_dir(common.join("worktrees")) {
-            for admin in entries.flatten().map(|e| e.path()) {
-                if self.names_us(&admin) {
-                    remove(&admin)?;
-                }
-            }
-        }
-        let path = self.path.to_string_lossy().into_owned();
         let mut cmd = self.command(hooks);
-        cmd.arg("-C").arg(&self.repo);
-        cmd.args([
-            "worktree", "add", "--quiet", "--force", "--detach", &path, head,
+        cmd.arg("-C").arg(&self.repo).args([
+            "rev-parse",
+            "--verify",
+            "--end-of-options",
+            &format!("{head}^{{commit}}"),
         ]);
-        self.run(cmd, "worktree")?;
-        // Nothing but git has run since it wrote `.git`: it names the admin
-        // directory git chose (`agent`, or `agent1` when a worktree of the
-        // user's is called `agent` too).
-        self.admin_of(common).ok_or_else(|| {
-            format!(
-                "cannot prepare the agent's worktree `{}`: git made it, but its `.git` does not \
-                 name an admin directory under `{}`; run `git worktree prune` in the clone",
-                self.path.display(),
-                common.join("worktrees").display()
-            )
-        })
+        let out = self.run(cmd, "rev-parse")?;
+        Ok(String::from_utf8_lossy(&out).trim().to_string())
     }
 
     fn dirs(&self) -> Result<GitDirs, String> {
@@ -265,14 +246,16 @@ impl Worktree {
                     "--path-format=absolute",
                     "--git-dir",
                     "--git-common-dir",
+                    "--show-object-format",
                 ]);
                 let out = self.run(cmd, "rev-parse")?;
                 let text = String::from_utf8_lossy(&out);
                 let mut lines = text.lines();
-                match (lines.next(), lines.next()) {
-                    (Some(git), Some(common)) => Ok(GitDirs {
+                match (lines.next(), lines.next(), lines.next()) {
+                    (Some(git), Some(common), Some(format)) => Ok(GitDirs {
                         git: PathBuf::from(git),
                         common: PathBuf::from(common),
+                        format: format.to_string(),
                     }),
                     _ => Err(format!(
                         "cannot find the git directory of `{}`",
@@ -323,12 +306,13 @@ impl Worktree {
         cmd
     }
 
-    /// A git command on the worktree, naming its git dir and work tree.
-    fn git_in(&self, admin: &Path, hooks: &HooksOff, args: &[&str]) -> Result<(), String> {
+    /// A git command on the working copy, naming sentinel's git directory
+    /// for it and the working copy.
+    fn git_in(&self, place: &Place, hooks: &HooksOff, args: &[&str]) -> Result<(), String> {
         let mut cmd = self.command(hooks);
-        cmd.arg(format!("--git-dir={}", admin.display()))
-            .arg(format!("--work-tree={}", self.path.display()))
-            .current_dir(&self.repo)
+        cmd.arg(format!("--git-dir={}", place.git.display()))
+            .arg(format!("--work-tree={}", place.work.display()))
+            .current_dir(&place.work)
             .args(args);
         self.run(cmd, args.first().copied().unwrap_or_default())
             .map(|_| ())
@@ -337,16 +321,21 @@ impl Worktree {
     fn run(&self, mut cmd: Command, what: &str) -> Result<Vec<u8>, String> {
         let out = cmd
             .output()
-            .map_err(|e| format!("cannot run git for the agent's worktree: {e}"))?;
+            .map_err(|e| format!("cannot run git for the agent's working copy: {e}"))?;
         if out.status.success() {
             return Ok(out.stdout);
         }
         let err = String::from_utf8_lossy(&out.stderr);
         let first = err.lines().next().unwrap_or("").trim();
-        Err(format!(
-            "cannot prepare the agent's worktree `{}` (git {what}): {first}",
-            self.path.display()
-        ))
+        Err(self.cannot(&format!("git {what}: {first}")))
+    }
+
+    fn cannot(&self, why: &str) -> String {
+        format!(
+            "cannot prepare the agent's working copy of `{}` ({why}); check that the \
+             temporary directory (TMPDIR) is writable",
+            self.repo.display()
+        )
     }
 }
 
@@ -354,13 +343,53 @@ impl Clone for Worktree {
     fn clone(&self) -> Worktree {
         Worktree {
             repo: self.repo.clone(),
-            path: self.path.clone(),
             watched: self.watched.clone(),
             max_bytes: self.max_bytes,
             dirs: self.dirs.clone(),
+            place: Arc::clone(&self.place),
             before: Mutex::new(None),
         }
     }
+}
+
+/// A git directory made by hand at `dir` (which must not exist): `HEAD`
+/// detached at `head` (or unborn), a config of sentinel's that names the
+/// clone's object format and nothing else, the clone's objects borrowed
+/// through `alternates`. No hook, no template.
+fn git_dir(dir: &Path, dirs: &GitDirs, head: Option<&str>) -> Result<(), String> {
+    let write = |rel: &str, bytes: &[u8]| {
+        let path = dir.join(rel);
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent).map_err(|e| format!("mkdir {}: {e}", parent.display()))?;
+        }
+        fs::write(&path, bytes).map_err(|e| format!("writing {}: {e}", path.display()))
+    };
+    fs::create_dir(dir).map_err(|e| format!("mkdir {}: {e}", dir.display()))?;
+    let config = if dirs.format == "sha1" {
+        "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n".to_string()
+    } else {
+        format!(
+            "[core]\n\trepositoryformatversion = 1\n\tfilemode = true\n\tbare = false\n\
+             [extensions]\n\tobjectformat = {}\n",
+            dirs.format
+        )
+    };
+    write("config", config.as_bytes())?;
+    let head = head.map_or("ref: refs/heads/agent\n".to_string(), |id| {
+        format!("{id}\n")
+    });
+    write("HEAD", head.as_bytes())?;
+    let alternates = format!("{}\n", dirs.common.join("objects").display());
+    write("objects/info/alternates", alternates.as_bytes())?;
+    for empty in ["refs/heads", "refs/tags"] {
+        fs::create_dir_all(dir.join(empty)).map_err(|e| format!("mkdir {empty}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// Whether `rev` is a full commit id (SHA-1 or SHA-256), not a name.
+fn is_hex_id(rev: &str) -> bool {
+    matches!(rev.len(), 40 | 64) && rev.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// Whether `HEAD` as written is a commit id (detached), not a branch.
@@ -381,7 +410,7 @@ fn remove(path: &Path) -> Result<(), String> {
     };
     removed.map_err(|e| {
         format!(
-            "cannot remove `{}` to make the agent's worktree again: {e}; remove it by hand",
+            "cannot remove `{}` to make the agent's working copy again: {e}; remove it by hand",
             path.display()
         )
     })
@@ -422,69 +451,99 @@ mod tests {
         git(dir, &["rev-parse", "HEAD"])
     }
 
-    /// Prepare twice; a mark left in the admin directory after the first
-    /// survives the second only when the worktree was kept, not made again.
-    fn kept_on_the_second_prepare(wt: &Worktree, head: &str) -> bool {
-        wt.prepare(head).unwrap();
-        let admin = wt.admin_of(&wt.dirs().unwrap().common).unwrap();
-        fs::write(admin.join("mark"), "").unwrap();
-        wt.prepare(head).unwrap();
-        admin.join("mark").exists()
+    /// Every path under `dir`, relative, sorted.
+    fn tree(dir: &Path) -> Vec<String> {
+        let mut out = Vec::new();
+        for e in fs::read_dir(dir).unwrap().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            out.push(name.clone());
+            if e.file_type().unwrap().is_dir() {
+                out.extend(tree(&e.path()).into_iter().map(|n| format!("{name}/{n}")));
+            }
+        }
+        out.sort();
+        out
     }
 
     #[test]
-    fn a_prepared_worktree_is_kept_from_run_to_run() {
+    fn the_working_copy_lies_outside_the_clone_and_its_git() {
         let tmp = tempfile::tempdir().unwrap();
         let repo = tmp.path().join("repo");
         let head = clone_at(&repo);
-        assert!(kept_on_the_second_prepare(
-            &Worktree::of(&repo, "HEAD", 100),
-            &head
-        ));
-        // Also when the clone is reached through a link.
-        let link = tmp.path().join("link");
-        std::os::unix::fs::symlink(&repo, &link).unwrap();
-        assert!(kept_on_the_second_prepare(
-            &Worktree::of(&link, "HEAD", 100),
-            &head
-        ));
-    }
-
-    #[test]
-    fn a_worktree_of_the_users_called_agent_is_never_touched() {
-        let tmp = tempfile::tempdir().unwrap();
-        let repo = tmp.path().join("repo");
-        let head = clone_at(&repo);
-        let users = tmp.path().join("agent");
-        git(
-            &repo,
-            &[
-                "worktree",
-                "add",
-                "-q",
-                "--detach",
-                &users.to_string_lossy(),
-            ],
-        );
-        fs::write(users.join("work.txt"), "mine\n").unwrap();
+        let before = tree(&repo);
         let wt = Worktree::of(&repo, "HEAD", 100);
-        assert!(kept_on_the_second_prepare(&wt, &head));
-        // The agent points `.git` at the user's worktree: sentinel makes its own again.
-        let admin = repo.join(".git/worktrees/agent");
-        fs::write(
-            wt.path.join(".git"),
-            format!("gitdir: {}\n", admin.display()),
-        )
-        .unwrap();
         wt.prepare(&head).unwrap();
-        assert_eq!(
-            fs::read_to_string(users.join("work.txt")).unwrap(),
-            "mine\n"
+        let work = wt.path().unwrap().to_path_buf();
+        assert!(!work.starts_with(&repo), "{}", work.display());
+        assert_eq!(fs::read_to_string(work.join("a.js")).unwrap(), "// a\n");
+        // Nothing was added to the clone, its work tree or its `.git`.
+        assert_eq!(tree(&repo), before);
+        drop(wt);
+        assert!(!work.exists(), "the working copy outlived its tick");
+    }
+
+    #[test]
+    fn the_agents_commit_stays_in_its_copy_and_the_next_run_starts_clean() {
+        let tmp = tempfile::tempdir().unwrap();
+        let repo = tmp.path().join("repo");
+        let head = clone_at(&repo);
+        let objects = tree(&repo.join(".git/objects"));
+        let wt = Worktree::of(&repo, "HEAD", 100);
+        wt.prepare(&head).unwrap();
+        let work = wt.path().unwrap().to_path_buf();
+        assert_eq!(git(&work, &["status", "--porcelain"]), "");
+        fs::write(work.join("a.js"), "// edited\n").unwrap();
+        assert_eq!(git(&work, &["diff", "--name-only"]), "a.js");
+        git(&work, &["add", "-A"]);
+        git(&work, &["commit", "-qm", "the agent's"]);
+        git(
+            &work,
+            &["config", "core.fsmonitor", "touch /nonexistent/planted"],
         );
-        assert_eq!(
-            fs::read_to_string(admin.join("gitdir")).unwrap().trim_end(),
-            users.join(".git").to_string_lossy()
+        fs::write(work.join("left.txt"), "x").unwrap();
+        assert_eq!(wt.read("a.js").unwrap().unwrap(), b"// edited\n");
+        // The clone's objects and refs are as they were.
+        assert_eq!(tree(&repo.join(".git/objects")), objects);
+        assert_eq!(git(&repo, &["rev-parse", "HEAD"]), head);
+        wt.prepare(&head).unwrap();
+        assert_eq!(fs::read_to_string(work.join("a.js")).unwrap(), "// a\n");
+        assert!(!work.join("left.txt").exists());
+        assert_eq!(git(&work, &["rev-parse", "HEAD"]), head);
+        assert!(
+            !fs::read_to_string(work.join(".git/config"))
+                .unwrap()
+                .contains("fsmonitor")
         );
-        assert!(git(&users, &["status", "--porcelain"]).contains("work.txt"));
+    }
+
+    #[test]
+    fn a_link_left_in_place_of_the_copy_or_its_git_is_removed_not_followed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let repo = tmp.path().join("repo");
+        let head = clone_at(&repo);
+        fs::write(repo.join("mine.txt"), "mine\n").unwrap();
+        let wt = Worktree::of(&repo, "HEAD", 100);
+        wt.prepare(&head).unwrap();
+        let work = wt.path().unwrap().to_path_buf();
+        fs::remove_dir_all(work.join(".git")).unwrap();
+        std::os::unix::fs::symlink(repo.join(".git"), work.join(".git")).unwrap();
+        wt.prepare(&head).unwrap();
+        assert!(fs::symlink_metadata(work.join(".git")).unwrap().is_dir());
+        fs::remove_dir_all(&work).unwrap();
+        std::os::unix::fs::symlink(&repo, &work).unwrap();
+        wt.prepare(&head).unwrap();
+        assert!(fs::symlink_metadata(&work).unwrap().is_dir());
+        assert_eq!(fs::read_to_string(repo.join("mine.txt")).unwrap(), "mine\n");
+        assert_eq!(git(&repo, &["status", "--porcelain"]), "?? mine.txt");
+    }
+
+    #[test]
+    fn a_name_is_resolved_in_the_clone_not_in_the_copy() {
+        let tmp = tempfile::tempdir().unwrap();
+        let repo = tmp.path().join("repo");
+        let head = clone_at(&repo);
+        let wt = Worktree::of(&repo, "HEAD", 100);
+        wt.prepare("HEAD").unwrap();
+        assert_eq!(git(wt.path().unwrap(), &["rev-parse", "HEAD"]), head);
     }
 }

@@ -39,11 +39,6 @@ fn runs(sb: &Sandbox) -> usize {
         .count()
 }
 
-/// The agent's worktree in the sandbox's clone.
-fn worktree(sb: &Sandbox) -> PathBuf {
-    sb.repo.root.join(".sentinel/worktrees/agent")
-}
-
 #[track_caller]
 fn tick(sb: &Sandbox, minute: i64, cmd: &str, code: i32) -> Value {
     let out = sb
@@ -142,11 +137,15 @@ fn a_worktree_git_replaced_by_a_repository_pointing_elsewhere_never_moves_sentin
     fs::create_dir_all(&victim).unwrap();
     fs::write(victim.join("precious.txt"), "keep me\n").unwrap();
     let once = sb.root().join("replaced");
+    let seen = sb.root().join("second-run.txt");
+    // The first run replaces its `.git`; the second says what it was handed.
     let body = format!(
         "if [ ! -e '{once}' ]; then\n  touch '{once}'\n  rm -rf .git\n  git init -q --bare .git\n  \
          git --git-dir=.git config core.bare false\n  git --git-dir=.git config core.worktree '{victim}'\n  \
-         echo '{objects}' > .git/objects/info/alternates\nfi",
+         echo '{objects}' > .git/objects/info/alternates\n\
+         else\n  [ -d .git ] && git rev-parse HEAD > '{seen}'\n  cat \"$SENTINEL_FILE\" >> '{seen}'\nfi",
         once = once.display(),
+        seen = seen.display(),
         victim = victim.display(),
         objects = sb.repo.root.join(".git/objects").display()
     );
@@ -159,12 +158,11 @@ fn a_worktree_git_replaced_by_a_repository_pointing_elsewhere_never_moves_sentin
         listing(&victim),
         [("precious.txt".to_string(), b"keep me\n".to_vec())]
     );
-    // The worktree is sentinel's again, at the head.
-    let wt = worktree(&sb);
-    assert!(fs::symlink_metadata(wt.join(".git")).unwrap().is_file());
+    // The second run had a git of its own again, at the head, and the file.
+    let head = sb.repo.git(&["rev-parse", "HEAD"]);
     assert_eq!(
-        fs::read_to_string(wt.join(WATCHED).join("b.js")).unwrap(),
-        crate::util::plain_js("b.js")
+        fs::read_to_string(&seen).unwrap(),
+        format!("{head}\n{}", crate::util::plain_js("b.js"))
     );
 }
 
@@ -172,14 +170,18 @@ fn a_worktree_git_replaced_by_a_repository_pointing_elsewhere_never_moves_sentin
 fn a_hook_the_agent_plants_never_runs_in_sentinels_git() {
     let sb = two_files();
     let ran = sb.root().join("hook-ran");
-    // Hooks for a checkout (the worktree's) and a ref update (the patch's).
+    // Hooks for a checkout and a ref update (the patch's), in its own git
+    // and, with no kernel sandbox to stop it, in the clone's.
     let body = format!(
-        "hooks=$(git rev-parse --path-format=absolute --git-path hooks)\nmkdir -p \"$hooks\"\n\
+        "for git_dir in \"$(git rev-parse --path-format=absolute --git-dir)\" '{clone}'; do\n\
+         hooks=\"$git_dir/hooks\"\nmkdir -p \"$hooks\"\n\
          for h in post-checkout reference-transaction; do\n\
            printf '#!/bin/sh\\necho %s >> {ran}\\nenv >> {ran}\\n' \"$h\" > \"$hooks/$h\"\n\
            chmod +x \"$hooks/$h\"\n\
          done\n\
-         git config core.hooksPath \"$hooks\"",
+         git --git-dir=\"$git_dir\" config core.hooksPath \"$hooks\"\n\
+         done",
+        clone = sb.repo.root.join(".git").display(),
         ran = ran.display()
     );
     let answer = r#"{"action":"EVOLVE","reason":"rewrote it","findings":[],"content":"// new\\n"}"#;
@@ -222,10 +224,10 @@ fn a_worktree_git_made_a_link_to_the_clone_leaves_the_persons_work_alone() {
 fn a_worktree_made_a_link_to_the_clone_leaves_the_persons_work_alone() {
     let sb = two_files();
     work_in_progress(&sb);
-    let wt = worktree(&sb);
+    let copies = sb.root().join("copies.txt");
     let body = format!(
-        "cd /\nrm -rf '{wt}'\nln -s '{repo}' '{wt}'",
-        wt = wt.display(),
+        "wt=\"$SENTINEL_WORKTREE\"\necho \"$wt\" >> '{copies}'\ncd /\nrm -rf \"$wt\"\nln -s '{repo}' \"$wt\"",
+        copies = copies.display(),
         repo = sb.repo.root.display()
     );
     let cmd = agent(&sb, &body, SKIP);
@@ -233,24 +235,13 @@ fn a_worktree_made_a_link_to_the_clone_leaves_the_persons_work_alone() {
     assert_eq!(runs(&sb), 2);
     assert_eq!(outcome(&r, "b.js")["outcome"], "llm_skip", "{r}");
     work_in_progress_survived(&sb);
-    assert!(
-        wt.is_symlink(),
-        "the last run's link is left for the next prepare"
-    );
-    // The next tick's prepare removes the link, never what it points to.
-    sb.repo
-        .write(&format!("{WATCHED}/a.js"), "// a, by a person\n");
-    sb.repo.git(&[
-        "commit",
-        "-q",
-        "-m",
-        "a person",
-        "--",
-        &format!("{WATCHED}/a.js"),
-    ]);
-    tick(&sb, 2, &agent(&sb, "", SKIP), 12);
-    assert!(!wt.is_symlink() && wt.join(".git").is_file());
-    work_in_progress_survived(&sb);
+    // The second prepare removed the first run's link (never what it points
+    // to), and the end of the tick the second's, with the copy's directory.
+    let copies = fs::read_to_string(&copies).unwrap();
+    let copy = PathBuf::from(copies.lines().next().unwrap());
+    assert!(!copy.starts_with(&sb.repo.root), "{copies}");
+    assert!(!copy.parent().unwrap().exists(), "{copies}");
+    assert_eq!(sb.repo.git(&["status", "--porcelain", "--", ".git"]), "");
 }
 
 #[test]
@@ -299,13 +290,22 @@ fn a_two_gigabyte_sparse_file_left_at_the_file_is_a_bad_response_in_bounded_memo
     );
 }
 
+/// An agent that commits in its copy and, with no kernel sandbox to stop
+/// it, moves the clone's checked-out branch to its commit.
+fn moves_the_clones_branch(sb: &Sandbox) -> String {
+    format!(
+        "printf '// the agent was here\\n' >> \"$SENTINEL_FILE\"\n\
+         git -c user.name=agent -c user.email=agent@example.invalid commit -qam agent\n\
+         git -C '{repo}' fetch -q \"$PWD\" HEAD\n\
+         git -C '{repo}' update-ref refs/heads/main FETCH_HEAD",
+        repo = sb.repo.root.display()
+    )
+}
+
 #[test]
 fn an_agent_that_moves_the_watched_branch_is_noted_and_its_commit_costs_no_call() {
     let sb = Sandbox::with_files(&["a.js"]);
-    let body = "printf '// the agent was here\\n' >> \"$SENTINEL_FILE\"\n\
-                git -c user.name=agent -c user.email=agent@example.invalid commit -qam agent\n\
-                git update-ref refs/heads/main HEAD";
-    let cmd = agent(&sb, body, SKIP);
+    let cmd = agent(&sb, &moves_the_clones_branch(&sb), SKIP);
     let before = sb.repo.head();
     let r = tick(&sb, 0, &cmd, 10);
     assert_eq!(runs(&sb), 1);
@@ -329,10 +329,7 @@ fn an_agent_that_moves_the_watched_branch_is_noted_and_its_commit_costs_no_call(
 #[test]
 fn a_watched_branch_and_head_moved_together_count_one_rewrite() {
     let sb = Sandbox::with_files(&["a.js"]);
-    let body = "printf '// the agent was here\\n' >> \"$SENTINEL_FILE\"\n\
-                git -c user.name=agent -c user.email=agent@example.invalid commit -qam agent\n\
-                git update-ref refs/heads/main HEAD";
-    let cmd = agent(&sb, body, SKIP);
+    let cmd = agent(&sb, &moves_the_clones_branch(&sb), SKIP);
     let out = sb
         .tick_cmd(&at(0))
         .args(["--agent", &cmd, "--branch", "main"])
