@@ -110,7 +110,7 @@ fn run_tick(args: TickArgs) -> Result<u8> {
         SourceChoice::Git { .. } => 0,
     });
     let (mut source, rev) = build_source(choice, args.max_archive_bytes)?;
-    let cfg = tick_config(&args, &env, advisor_on, rev, max_reads)?;
+    let mut cfg = tick_config(&args, &env, advisor_on, rev, max_reads)?;
     let scope = source.scope();
     let same_scope = |p: &std::path::Path| {
         store::load_header(p)
@@ -124,7 +124,7 @@ fn run_tick(args: TickArgs) -> Result<u8> {
         eprintln!("{}", crate::report::escape::terminal(&w));
     }
     // A dry run calls no model and runs no agent.
-    let (jail, sandbox) = agent_jail(&args, advisor_on)?;
+    let (jail, sandbox) = agent_jail(&args, &mut cfg)?;
     let mut advisor = (advisor_on && !args.dry_run)
         .then(|| make_advisor(&args, &env, on_git, &cfg.rev, &cfg.state, jail))
         .flatten();
@@ -202,11 +202,12 @@ fn refuse_nested_tick() -> Result<()> {
 }
 
 /// The kernel's walls and the environment of this tick's agent runs, and
-/// what `--json` reports of them. `require` on a kernel without Landlock
-/// is exit 1 before anything is spent; `auto` there says so once.
+/// what `--json` reports of them (and the state keeps, through `cfg`).
+/// `require` on a kernel without Landlock is exit 1 before anything is
+/// spent; `auto` there says so once.
 fn agent_jail(
     args: &TickArgs,
-    advisor_on: bool,
+    cfg: &mut TickConfig,
 ) -> Result<(
     crate::llm::kernel_sandbox::Jail,
     Option<crate::llm::kernel_sandbox::Status>,
@@ -214,14 +215,19 @@ fn agent_jail(
     use crate::llm::kernel_sandbox::{self as ks, Jail, Mode};
     let env = args.llm.agent_env_inherit;
     // A dry run runs no agent.
-    if !(advisor_on && !args.dry_run && args.llm.agent.is_some()) {
+    let Some(advisor) = cfg
+        .advisor
+        .as_mut()
+        .filter(|_| !args.dry_run && args.llm.agent.is_some())
+    else {
         return Ok((Jail { walls: None, env }, None));
-    }
+    };
     let (walls, status) =
         ks::decide(args.llm.agent_sandbox, &args.llm.agent_writable).map_err(|e| anyhow!(e))?;
     if walls.is_none() && args.llm.agent_sandbox == Mode::Auto {
         eprintln!("{}", ks::unsandboxed_line(&status));
     }
+    advisor.agent_sandbox = Some(status.remembered(cfg.now));
     Ok((Jail { walls, env }, Some(status)))
 }
 
@@ -326,6 +332,7 @@ fn tick_config(
                 ),
             },
             fleet: args.share.clone(),
+            agent_sandbox: None,
         }),
         locks: args.source.lock.clone(),
         autonomy: autonomy::Settings {

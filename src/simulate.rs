@@ -178,6 +178,7 @@ fn config(now: DateTime<Utc>, batch: usize, trigger: Trigger) -> TickConfig {
             proxied_per_call: 0.05,
             max_tokens: 1024,
             fleet: None,
+            agent_sandbox: None,
         }),
         locks: Vec::new(),
         autonomy: Default::default(),

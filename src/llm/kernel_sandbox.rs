@@ -18,6 +18,8 @@ use landlock::{
 };
 use serde::Serialize;
 
+use crate::state::records::llm::AgentSandbox;
+
 /// A seam for tests: the highest Landlock ABI sentinel takes the kernel to
 /// have (`0`: none). Lowering it makes a kernel with Landlock look like one
 /// without, through the same code path a kernel without it takes.
@@ -129,6 +131,20 @@ fn off(why: String) -> Status {
         abi: None,
         enforced: "no",
         why: Some(why),
+    }
+}
+
+impl Status {
+    /// What the state keeps of it, for `stats`.
+    pub fn remembered(&self, at: chrono::DateTime<chrono::Utc>) -> AgentSandbox {
+        AgentSandbox {
+            sandbox: self.sandbox.to_string(),
+            abi: self.abi,
+            enforced: self.enforced.to_string(),
+            why: self.why.clone(),
+            user: None,
+            at,
+        }
     }
 }
 

@@ -98,6 +98,10 @@ pub struct LlmStats {
     pub circuit: Option<CircuitStats>,
     /// Today's answers a proxy gave from another model, as `asked -> answered`.
     pub fallbacks_today: BTreeMap<String, u64>,
+    /// What the agent last ran inside: the kernel sandbox, its ABI, whether
+    /// fully enforced, and the user.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_sandbox: Option<crate::state::records::llm::AgentSandbox>,
     /// Failed calls by error class (lifetime).
     pub failures_by_class: BTreeMap<String, u64>,
     /// Calls refused by the budget (lifetime).
@@ -326,6 +330,7 @@ fn llm_stats(state: &State, now: DateTime<Utc>, daily_budget: f64) -> LlmStats {
             repeats: c.streak,
         }),
         fallbacks_today: today.map(|d| d.fallbacks.clone()).unwrap_or_default(),
+        agent_sandbox: state.llm.agent_sandbox.clone(),
         failures_by_class: state.llm.failures.clone(),
         budget_refusals: b.refusals,
         lifetime_calls: b.lifetime_calls,
@@ -522,6 +527,26 @@ fn fallbacks_row(l: &LlmStats) -> Option<(String, String)> {
     ))
 }
 
+/// What the agent last ran inside: `landlock ABI 7, fully enforced`, or
+/// `off (why)`, with the user and when.
+fn sandbox_row(s: &crate::state::records::llm::AgentSandbox) -> (String, String) {
+    let walls = match (s.sandbox.as_str(), s.abi) {
+        ("landlock", Some(abi)) => format!("landlock ABI {abi}, {} enforced", s.enforced),
+        _ => format!(
+            "off ({}): the agent ran with every right of its user",
+            s.why.as_deref().unwrap_or("no Landlock")
+        ),
+    };
+    let user = s
+        .user
+        .as_deref()
+        .map_or(String::new(), |u| format!(", as `{u}`"));
+    (
+        "agent sandbox".into(),
+        format!("{walls}{user} (last run {})", secs(&s.at)),
+    )
+}
+
 /// The advisor's rows: today's spend against the budget, the circuit, the
 /// failures by class and the lifetime figures.
 fn advisor_rows(l: &LlmStats) -> Vec<(String, String)> {
@@ -550,6 +575,7 @@ fn advisor_rows(l: &LlmStats) -> Vec<(String, String)> {
         ),
     ];
     rows.extend(fallbacks_row(l));
+    rows.extend(l.agent_sandbox.as_ref().map(sandbox_row));
     if let Some(proxy) = &l.proxy {
         rows.push((
             "proxy".into(),
@@ -826,6 +852,14 @@ fn advisor_metrics(out: &mut Exposition, l: &LlmStats) {
         "HTTP attempts to the model provider, retries included.",
         &one(l.attempts as f64),
     );
+    if let Some(s) = &l.agent_sandbox {
+        out.metric(
+            "agent_sandbox_abi",
+            "gauge",
+            "The Landlock ABI the agent last ran inside; 0: no kernel sandbox.",
+            &one(f64::from(s.abi.unwrap_or(0))),
+        );
+    }
     out.metric(
         "cost_today_usd",
         "gauge",

@@ -353,6 +353,9 @@ pub struct LlmState {
     /// changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<SandboxChain>,
+    /// What the agent last ran inside (the kernel sandbox and its user).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_sandbox: Option<super::records::llm::AgentSandbox>,
     /// How much of the decision journal this state holds (see `decisions`).
     #[serde(default, skip_serializing_if = "crate::state::decisions::unmarked")]
     pub decisions: JournalMark,

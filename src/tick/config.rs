@@ -81,6 +81,9 @@ pub struct AdvisorSettings {
     pub max_tokens: u64,
     /// What the project's fleet shares with it, when it is ticked as one.
     pub fleet: Option<FleetShare>,
+    /// What an agent runs inside (`None`: no agent, or a dry run); kept in
+    /// the state by a tick that called it.
+    pub agent_sandbox: Option<crate::state::records::llm::AgentSandbox>,
 }
 
 /// A project's place in its fleet: its id, and the book every project of

@@ -430,6 +430,15 @@ impl Work<'_> {
         // Counters saturate: the state must load whatever they reach.
         use crate::state::bounds::add_count;
         state.llm.attempts = add_count(state.llm.attempts, llm_calls);
+        if llm_calls > 0
+            && let Some(seen) = self
+                .cfg
+                .advisor
+                .as_ref()
+                .and_then(|a| a.agent_sandbox.clone())
+        {
+            state.llm.agent_sandbox = Some(seen);
+        }
         let n = &mut state.novelty;
         n.fresh_evaluations = add_count(n.fresh_evaluations, self.fresh);
         n.file_reads = add_count(n.file_reads, self.reads);

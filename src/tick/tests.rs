@@ -725,6 +725,7 @@ mod advisor {
             proxied_per_call: 0.05,
             max_tokens: 1024,
             fleet: None,
+            agent_sandbox: None,
         });
         c
     }

@@ -204,6 +204,8 @@ fn writes_to_the_state_the_clones_git_its_work_tree_and_home_all_fail() {
         git.join("packed-refs"),
         sb.repo.root.join(format!("{WATCHED}/a.js")),
         sb.home().join(".ssh/authorized_keys"),
+        // As root, only the kernel stops this one.
+        PathBuf::from(format!("/etc/sentinel-planted-{}", std::process::id())),
     ];
     let report = seen(&sb).join("writes.txt");
     let list: Vec<String> = targets
@@ -355,6 +357,48 @@ fn require_on_a_kernel_made_to_lack_landlock_exits_1_and_spends_nothing() {
     );
     assert_eq!(out.json()["agent_sandbox"]["sandbox"], "off");
     assert!(ran.exists());
+    // And `stats`, read later, says the agent ran without one, and why.
+    let kept = &sb.stats()["llm"]["agent_sandbox"];
+    assert_eq!(kept["sandbox"], "off", "{kept}");
+    assert!(
+        kept["why"].as_str().unwrap().contains("no Landlock"),
+        "{kept}"
+    );
+    let text = sb
+        .sentinel(["stats", "--state"])
+        .arg(&sb.state)
+        .output()
+        .stdout;
+    assert!(
+        text.contains("agent sandbox") && text.contains("off ("),
+        "{text}"
+    );
+}
+
+#[test]
+fn stats_says_which_landlock_abi_the_agent_ran_inside_and_how_fully() {
+    let Some(abi) = landlock() else { return };
+    let sb = Sandbox::with_files(&["a.js"]);
+    let agent = script(
+        &sb,
+        "agent.sh",
+        &format!("#!/bin/sh\nprintf '%s' '{SKIP}'\n"),
+    );
+    expect_code(&agent_tick(&sb, 0, &agent).output(), 10);
+    let kept = &sb.stats()["llm"]["agent_sandbox"];
+    assert_eq!(kept["sandbox"], "landlock", "{kept}");
+    assert_eq!(kept["abi"], abi, "{kept}");
+    let fully = if abi >= 6 { "fully" } else { "partly" };
+    assert_eq!(kept["enforced"], fully, "{kept}");
+    let metrics = sb
+        .sentinel(["stats", "--format", "prometheus", "--state"])
+        .arg(&sb.state)
+        .output()
+        .stdout;
+    assert!(
+        metrics.contains(&format!("sentinel_agent_sandbox_abi {abi}")),
+        "{metrics}"
+    );
 }
 
 #[test]

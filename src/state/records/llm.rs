@@ -42,6 +42,26 @@ pub struct Circuit {
     pub streak: u32,
 }
 
+/// What the agent last ran inside, as the tick that ran it saw it: `stats`
+/// says it, since the job's log with the tick's own line may be gone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentSandbox {
+    /// `landlock` or `off`.
+    pub sandbox: String,
+    /// The Landlock ABI enforced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub abi: Option<i32>,
+    /// `fully`, `partly` (ABI below 6: writes and ptrace only) or `no`.
+    pub enforced: String,
+    /// Why there was none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+    /// The user it ran as (`--agent-user`), when not sentinel's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    pub at: DateTime<Utc>,
+}
+
 fn is_zero(n: &u32) -> bool {
     *n == 0
 }
