@@ -48,7 +48,7 @@ pub fn run(mut cli: Cli) -> Result<u8> {
         }
         Command::Tick(args) => run_tick(*args),
         Command::Stats(args) => run_stats(args),
-        Command::Explain(args) => run_explain(args),
+        Command::Explain(args) => run_explain(*args),
         Command::Simulate(args) => run_simulate(args),
         Command::Costs(args) => run_costs(args),
         Command::Reset(args) => run_reset(args),
@@ -212,6 +212,7 @@ fn agent_jail(
     crate::llm::kernel_sandbox::Jail,
     Option<crate::llm::kernel_sandbox::Status>,
 )> {
+    use crate::llm::agent_user;
     use crate::llm::kernel_sandbox::{self as ks, Jail, Mode};
     let env = args.llm.agent_env_inherit;
     // A dry run runs no agent.
@@ -220,15 +221,30 @@ fn agent_jail(
         .as_mut()
         .filter(|_| !args.dry_run && args.llm.agent.is_some())
     else {
-        return Ok((Jail { walls: None, env }, None));
+        let user = None;
+        return Ok((
+            Jail {
+                walls: None,
+                env,
+                user,
+            },
+            None,
+        ));
     };
     let (walls, status) =
         ks::decide(args.llm.agent_sandbox, &args.llm.agent_writable).map_err(|e| anyhow!(e))?;
     if walls.is_none() && args.llm.agent_sandbox == Mode::Auto {
         eprintln!("{}", ks::unsandboxed_line(&status));
     }
-    advisor.agent_sandbox = Some(status.remembered(cfg.now));
-    Ok((Jail { walls, env }, Some(status)))
+    let user = args.llm.agent_user.as_deref();
+    let user = user
+        .map(agent_user::resolve)
+        .transpose()
+        .map_err(|e| anyhow!(e))?;
+    let mut remembered = status.remembered(cfg.now);
+    remembered.user = user.as_ref().map(|u| u.name.clone());
+    advisor.agent_sandbox = Some(remembered);
+    Ok((Jail { walls, env, user }, Some(status)))
 }
 
 /// The advisor: the agent command when one is given, else the model.

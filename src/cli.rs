@@ -76,7 +76,7 @@ pub enum Command {
     /// Say why a file did or did not miss the cache.
     ///
     /// Prints its fingerprint, part by part.
-    Explain(ExplainArgs),
+    Explain(Box<ExplainArgs>),
     /// Run the real gates over a simulated repository and clock.
     ///
     /// The repository lives in memory and the clock is virtual (no network, no
@@ -1200,6 +1200,17 @@ pub struct LlmArgs {
         value_delimiter = ':'
     )]
     pub agent_writable: Vec<PathBuf>,
+    /// Run the agent as this user (a name or a uid); sentinel must be root.
+    ///
+    /// Its uid and gid, no supplementary group, `no_new_privs` and its own
+    /// HOME; its working copy and temporary directory are made its own.
+    #[arg(
+        long,
+        env = "SENTINEL_AGENT_USER",
+        help_heading = ADVISOR,
+        value_name = "USER"
+    )]
+    pub agent_user: Option<String>,
 }
 
 /// USD counted per call for a paid model without a price (`--cost-per-call`).

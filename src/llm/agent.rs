@@ -391,6 +391,10 @@ fn run(cfg: &AgentConfig, req: &AdviceRequest, input: &[u8]) -> Result<Finished,
     let mut cmd = Command::new("sh");
     // Given, not inherited: named secrets only (`--agent-env`).
     super::given_env::give(&mut cmd, cfg.jail.env, &cfg.pass_env);
+    // Its git works in its own copy, not where the job's variables point.
+    for var in crate::source::git::REDIRECTING_ENV {
+        cmd.env_remove(var);
+    }
     cmd.arg("-c")
         .arg(&cfg.command)
         .current_dir(cwd)
@@ -399,7 +403,10 @@ fn run(cfg: &AgentConfig, req: &AdviceRequest, input: &[u8]) -> Result<Finished,
         .env("SENTINEL_WAKE_REASON", req.wake_reason)
         .env("SENTINEL_WORKTREE", cwd);
     // Removed (with everything it holds) when the run is over.
-    let _tmp = walled(cfg, &mut cmd, cwd).map_err(|e| cannot_run(&cfg.command, &e))?;
+    let tmp = walled(cfg, &mut cmd, cwd).map_err(|e| cannot_run(&cfg.command, &e))?;
+    if let Some(user) = &cfg.jail.user {
+        as_user(cfg, user, &mut cmd, tmp.as_ref()).map_err(|e| cannot_run(&cfg.command, &e))?;
+    }
     let limits = Limits {
         timeout: cfg.timeout,
         max_stdout: MAX_OUTPUT_BYTES,
@@ -437,6 +444,23 @@ fn walled(
     let own = [tmp.path(), cwd];
     walls.apply(cmd, &own)?;
     Ok(Some(tmp))
+}
+
+/// Run `cmd` as `user`, its working copy and temporary directory made its own.
+fn as_user(
+    cfg: &AgentConfig,
+    user: &super::agent_user::AgentUser,
+    cmd: &mut Command,
+    tmp: Option<&tempfile::TempDir>,
+) -> Result<(), String> {
+    if let Some(wt) = &cfg.worktree {
+        wt.share_with(user)?;
+    }
+    if let Some(tmp) = tmp {
+        user.give(tmp.path())?;
+    }
+    user.apply(cmd);
+    Ok(())
 }
 
 /// A command that cannot run: a setup error that names what to check.

@@ -75,6 +75,8 @@ pub struct Status {
 pub struct Jail {
     pub walls: Option<Walls>,
     pub env: super::given_env::Inherit,
+    /// `--agent-user`: the user it runs as, when not sentinel's.
+    pub user: Option<super::agent_user::AgentUser>,
 }
 
 /// The walls the agent runs inside.

@@ -1,7 +1,9 @@
-//! The LLM advisor's pure parts: how provider errors are classified and retried, and what calls cost.
+//! The advisor: the model's HTTP client and the agent's contained runs,
+//! how provider errors are classified and retried, and what calls cost.
 
 pub mod admin;
 pub mod agent;
+pub mod agent_user;
 pub mod bounds;
 pub mod client;
 pub mod contain;

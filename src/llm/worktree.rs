@@ -46,7 +46,7 @@ pub struct Worktree {
 #[derive(Debug)]
 struct Place {
     /// Removed with everything under it when the tick is over.
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     /// sentinel's git directory: its index and `HEAD`, the clone's objects.
     git: PathBuf,
     /// The agent's working copy.
@@ -185,6 +185,18 @@ impl Worktree {
         })
     }
 
+    /// Let `user` reach the working copy (the directory above it may be
+    /// passed, not listed) and make the copy its own.
+    pub fn share_with(&self, user: &super::agent_user::AgentUser) -> Result<(), String> {
+        use std::os::unix::fs::PermissionsExt;
+        let Some(Ok(place)) = self.place.get() else {
+            return Ok(());
+        };
+        fs::set_permissions(place.dir.path(), fs::Permissions::from_mode(0o711))
+            .map_err(|e| self.cannot(&format!("chmod: {e}")))?;
+        user.give(&place.work)
+    }
+
     /// The working copy's place, made once: a private temporary directory
     /// holding sentinel's git directory (borrowing the clone's objects) and
     /// the empty working copy.
@@ -199,11 +211,7 @@ impl Worktree {
                 let work = dir.path().join("work");
                 fs::create_dir(&work).map_err(|e| self.cannot(&format!("mkdir: {e}")))?;
                 git_dir(&git, dirs, None).map_err(|e| self.cannot(&e))?;
-                Ok(Place {
-                    _dir: dir,
-                    git,
-                    work,
-                })
+                Ok(Place { dir, git, work })
             })
             .as_ref()
             .map_err(String::clone)

@@ -164,7 +164,9 @@ fn the_agent_is_given_no_secret_named_variable_of_the_job_and_gets_the_one_named
         .arg("--agent-writable")
         .arg(seen(&sb))
         .env("ANTHROPIC_API_KEY", "sk-ant-named-0123456789")
-        .env("CI_COMMIT_SHA", "0123abcd");
+        .env("CI_COMMIT_SHA", "0123abcd")
+        // A job's git variable that would point the agent's git at the clone.
+        .env("GIT_DIR", sb.repo.root.join(".git"));
     for (k, v) in job {
         run = run.env(k, v);
     }
@@ -178,6 +180,7 @@ fn the_agent_is_given_no_secret_named_variable_of_the_job_and_gets_the_one_named
         "{env}"
     );
     assert!(env.contains("CI_COMMIT_SHA=0123abcd"), "{env}");
+    assert!(!env.contains("GIT_DIR="), "{env}");
 }
 
 #[test]
@@ -435,4 +438,65 @@ fn an_env_cleared_setsid_child_of_the_agent_is_gone_after_the_tick() {
         !running,
         "the env-cleared setsid child {pid} outlived the tick"
     );
+}
+
+#[test]
+fn an_agent_user_runs_with_its_own_ids_no_groups_and_writes_only_its_copy() {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: --agent-user needs root (the CI machine runs as root)");
+        return;
+    }
+    let sb = Sandbox::with_files(&["a.js"]);
+    fs::set_permissions(sb.root(), fs::Permissions::from_mode(0o755)).unwrap();
+    let seen = seen(&sb);
+    fs::set_permissions(&seen, fs::Permissions::from_mode(0o777)).unwrap();
+    let state_dir = sb.state.parent().unwrap().to_path_buf();
+    let evolve = r#"{"action":"EVOLVE","reason":"named the export","findings":[]}"#;
+    let body = format!(
+        "#!/bin/sh\ncat > /dev/null\nid -u > '{s}/uid'\nid -G > '{s}/groups'\n\
+         grep NoNewPrivs /proc/self/status > '{s}/nnp'\necho \"$HOME\" > '{s}/home'\n\
+         ( echo planted > '{st}/planted' ) 2>/dev/null && echo wrote > '{s}/state'\n\
+         printf '// a, named\\n' > \"$SENTINEL_FILE\"\nprintf '%s' '{evolve}'\n",
+        s = seen.display(),
+        st = state_dir.display(),
+    );
+    let agent = script(&sb, "as-user.sh", &body);
+    // No kernel sandbox: the user alone keeps it out of root's files.
+    let out = sb
+        .tick_cmd(&at(0))
+        .args(["--agent", &agent, "--agent-user", "nobody"])
+        .args(["--agent-sandbox", "off"])
+        .output();
+    expect_code(&out, 10);
+    assert_eq!(
+        out.json()["files"][0]["outcome"],
+        "evolve",
+        "{}",
+        out.stdout
+    );
+    assert_eq!(read(&seen.join("uid")).trim(), "65534");
+    assert_eq!(read(&seen.join("groups")).trim(), "65534", "no other group");
+    assert!(read(&seen.join("nnp")).contains('1'), "no_new_privs unset");
+    assert_eq!(read(&seen.join("home")).trim(), "/nonexistent");
+    assert!(!seen.join("state").exists() && !state_dir.join("planted").exists());
+    let kept = &sb.stats()["llm"]["agent_sandbox"];
+    assert_eq!(kept["user"], "nobody", "{kept}");
+    // With the kernel's walls too, where there are any.
+    if landlock().is_none() {
+        return;
+    }
+    sb.repo.write(&format!("{WATCHED}/a.js"), "// a, edited\n");
+    sb.repo.commit("edit a");
+    let out = agent_tick(&sb, 1, &agent)
+        .args(["--agent-user", "nobody"])
+        .output();
+    expect_code(&out, 12);
+    assert_eq!(
+        out.json()["files"][0]["outcome"],
+        "evolve",
+        "{}",
+        out.stdout
+    );
+    assert_eq!(sb.stats()["llm"]["agent_sandbox"]["sandbox"], "landlock");
 }
