@@ -431,7 +431,10 @@ fn assert_gitlab_template(rel: &str, doc: &Yaml, docs: &[Yaml]) {
         // Keyed by the version variable, or by a component's input.
         assert!(
             cached("sentinel-bin-$SENTINEL_VERSION", ".sentinel-bin/")
-                || cached("sentinel-bin-$[[ inputs.sentinel_version ]]", ".sentinel-bin/"),
+                || cached(
+                    "sentinel-bin-$[[ inputs.sentinel_version ]]",
+                    ".sentinel-bin/"
+                ),
             "`{rel}` {name}: the binary's cache"
         );
         assert!(
@@ -801,7 +804,11 @@ fn the_component_has_a_spec_and_the_same_jobs() {
         .map(|r| str_of(&r["if"], "a rule"))
         .collect();
     assert!(rules[1].contains("$CI_COMMIT_BRANCH == \"$[[ inputs.branch ]]\""));
-    assert!(rules[2].contains("\"$[[ inputs.branch ]]\" == \"\" && $CI_COMMIT_BRANCH == $CI_DEFAULT_BRANCH"));
+    assert!(
+        rules[2].contains(
+            "\"$[[ inputs.branch ]]\" == \"\" && $CI_COMMIT_BRANCH == $CI_DEFAULT_BRANCH"
+        )
+    );
     // A cold runner cannot guess where the releases are: required.
     assert!(
         inputs["release_project"]["default"].is_badvalue(),
@@ -1027,7 +1034,10 @@ fn the_fleet_component_ticks_a_group_per_shard_with_its_own_state() {
         "set -- --source gitlab --gitlab-url \"$fleet_url\" --group \"$fleet_group\" --shard \"$shard\" --daily-budget \"$budget\""
     ));
     assert!(scope.contains("unset SENTINEL_GROUP SENTINEL_STATE_DIR"));
-    assert!(scope.contains("b / n"), "the budget is split across the shards");
+    assert!(
+        scope.contains("b / n"),
+        "the budget is split across the shards"
+    );
     let state = block(FLEET_COMPONENT, &body, "fleet-state");
     assert!(state.contains("state_package=\"sentinel-state-$scope\""));
     assert!(state.contains("packages/generic/$state_package/v1/state.tar.gz"));
@@ -1097,7 +1107,8 @@ fn the_component_sits_where_the_catalog_looks_and_its_version_is_a_release_tag()
         assert!(path.starts_with("$CI_SERVER_FQDN/"), "`{rel}`: `{line}`");
         let name = path.rsplit('/').next().unwrap_or_default();
         assert!(
-            root.join(format!("templates/{name}/template.yml")).is_file(),
+            root.join(format!("templates/{name}/template.yml"))
+                .is_file(),
             "`{rel}`: `{line}` names no component in templates/"
         );
         let parts: Vec<&str> = version.split('.').collect();
