@@ -13,7 +13,12 @@ A scenario switches GitLab's behaviours on in --store/settings.json:
 duplicates"), and the project's packages can then be listed and deleted
 with the job token, as GitLab allows; `redirect` answers a download with a
 302 to an object-storage address that refuses a JOB-TOKEN header; and
-`fail_put` answers every upload with the given status and body.
+`fail_put` answers every upload with the given status and body, and
+`fail_delete` every package deletion (a job token without the Maintainer
+role).
+The group `fleet` (`GET /groups/fleet/projects`, one page) holds the
+projects `fleet/p1` to `fleet/p6`, ids 2001 to 2006, each served from the
+same repository, for the fleet component.
 Every request is appended to --log as one JSON line (method, path, status),
 so a scenario can count what a job asked for.
 
@@ -35,6 +40,9 @@ from pathlib import Path
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "gitlab"
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 LOCK = threading.Lock()
+# The group the fleet component ticks: id -> path with namespace.
+FLEET_GROUP = "fleet"
+FLEET_PROJECTS = {str(2000 + i): f"fleet/p{i}" for i in range(1, 7)}
 
 
 def fixture(name: str):
@@ -198,6 +206,9 @@ class Handler(BaseHTTPRequestHandler):
                     entry.update(id=int(pid), name=p.parent.name, version=p.name)
                     listing.append(entry)
             self.json(200, listing)
+        elif self.command == "DELETE" and len(seg) == 6 and self.settings().get("fail_delete"):
+            status, body = self.settings()["fail_delete"]
+            self.json(status, body)
         elif self.command == "DELETE" and len(seg) == 6 and seg[5] in ids:
             import shutil
 
@@ -257,7 +268,7 @@ class Handler(BaseHTTPRequestHandler):
         seg = self.segments()
         if self.registry(seg) or self.object_storage(seg) or self.packages_api(seg):
             return
-        if seg[:3] != ["api", "v4", "projects"] or len(seg) < 4:
+        if seg[:3] not in (["api", "v4", "projects"], ["api", "v4", "groups"]) or len(seg) < 4:
             self.reply(404, error_body("404-route.json"))
             return
         token = self.headers.get("PRIVATE-TOKEN") or (
@@ -266,7 +277,10 @@ class Handler(BaseHTTPRequestHandler):
         if token != self.server.token:
             self.reply(401, error_body("401.json"))
             return
-        if seg[3] not in ("group/project", "42", self.server.project):
+        if seg[2] == "groups":
+            self.group(seg)
+            return
+        if seg[3] not in ("group/project", "42", self.server.project, *FLEET_PROJECTS):
             self.reply(404, error_body("404-project.json"))
             return
         rest = seg[4:]
@@ -313,6 +327,25 @@ class Handler(BaseHTTPRequestHandler):
             self.compare(git, p, origin)
         else:
             self.reply(404, error_body("404-route.json"))
+
+    def group(self, seg: list[str]):
+        # GET /groups/:id/projects: one page, no Link header (the last page).
+        if seg[3] != FLEET_GROUP or seg[4:] != ["projects"]:
+            self.reply(404, error_body("404-route.json"))
+            return
+        origin = f"http://127.0.0.1:{self.server.server_port}"
+        listing = []
+        for pid, path in FLEET_PROJECTS.items():
+            body = fixture("project.json")
+            body.update(
+                id=int(pid),
+                name=path.rsplit("/", 1)[-1],
+                path=path.rsplit("/", 1)[-1],
+                path_with_namespace=path,
+                web_url=f"{origin}/{path}",
+            )
+            listing.append(body)
+        self.json(200, listing)
 
     def tree(self, git: Git, p: dict):
         sha = git.resolve(p.get("ref", "main"))

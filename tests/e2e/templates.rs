@@ -17,6 +17,7 @@ use yaml_rust2::{Yaml, YamlLoader};
 
 const GITLAB: &str = "ci-templates/gitlab-ci.yml";
 const COMPONENT: &str = "templates/sentinel/template.yml";
+const FLEET_COMPONENT: &str = "templates/fleet/template.yml";
 const FLEET: &str = "ci-templates/fleet.gitlab-ci.yml";
 const RELEASE: &str = "ci-templates/release.gitlab-ci.yml";
 const CRONTAB: &str = "ci-templates/crontab";
@@ -427,8 +428,13 @@ fn assert_gitlab_template(rel: &str, doc: &Yaml, docs: &[Yaml]) {
                     && c["paths"][0].as_str() == Some(path)
             })
         };
+        // Keyed by the version variable, or by a component's input.
         assert!(
-            cached("sentinel-bin-$SENTINEL_VERSION", ".sentinel-bin/"),
+            cached("sentinel-bin-$SENTINEL_VERSION", ".sentinel-bin/")
+                || cached(
+                    "sentinel-bin-$[[ inputs.sentinel_version ]]",
+                    ".sentinel-bin/"
+                ),
             "`{rel}` {name}: the binary's cache"
         );
         assert!(
@@ -590,7 +596,8 @@ fn assert_tick_and_mr(rel: &str, doc: &Yaml, tick: &str, mr: &str) {
         let cond = str_of(&rule["if"], "a rule");
         assert!(
             cond.contains("$CI_PIPELINE_SOURCE == \"push\"")
-                && cond.contains("$SENTINEL_ON_PUSH == \"true\""),
+                && (cond.contains("$SENTINEL_ON_PUSH == \"true\"")
+                    || cond.contains("\"$[[ inputs.on_push ]]\" == \"true\"")),
             "`{rel}`: push ticks must be opt-in and push-only: `{cond}`"
         );
         assert!(rule["when"].is_badvalue(), "`{rel}`: `{cond}` sets a when");
@@ -615,16 +622,19 @@ fn assert_tick_and_mr(rel: &str, doc: &Yaml, tick: &str, mr: &str) {
     // Opt-in: the rule would add merge-request pipelines to a project that
     // runs branch pipelines only.
     assert!(
-        cond.ends_with("$SENTINEL_MR_REPORT == \"true\""),
+        cond.ends_with("$SENTINEL_MR_REPORT == \"true\"")
+            || cond.ends_with("\"$[[ inputs.mr_report ]]\" == \"true\""),
         "`{rel}` {mr}: the merge-request job is opt-in: `{cond}`"
     );
     assert!(
         !body.contains("sentinel tick") && !body.contains("--upload-file"),
         "`{rel}` {mr}: read-only"
     );
-    assert_eq!(
-        mr_job["variables"]["SENTINEL_STATE_DOWNLOAD"].as_str(),
-        Some("always"),
+    // A job variable in the include template; set in the script of the
+    // component, where no variable of that name may change it.
+    assert!(
+        mr_job["variables"]["SENTINEL_STATE_DOWNLOAD"].as_str() == Some("always")
+            || block(rel, &body, "scope").contains("\nSENTINEL_STATE_DOWNLOAD=always\n"),
         "`{rel}` {mr}: the latest saved state"
     );
     assert_eq!(
@@ -786,9 +796,27 @@ fn the_component_has_a_spec_and_the_same_jobs() {
     let mr = "sentinel:mr $[[ inputs.name ]] $[[ inputs.branch ]]/$[[ inputs.watched_path ]]";
     assert_tick_and_mr(COMPONENT, doc, tick, mr);
     let job = &doc[tick];
+    // The push rules take on_push and branch as literal text.
+    let rules: Vec<&str> = job["rules"]
+        .as_vec()
+        .expect("rules")
+        .iter()
+        .map(|r| str_of(&r["if"], "a rule"))
+        .collect();
+    assert!(rules[1].contains("$CI_COMMIT_BRANCH == \"$[[ inputs.branch ]]\""));
+    assert!(
+        rules[2].contains(
+            "\"$[[ inputs.branch ]]\" == \"\" && $CI_COMMIT_BRANCH == $CI_DEFAULT_BRANCH"
+        )
+    );
+    // A cold runner cannot guess where the releases are: required.
+    assert!(
+        inputs["release_project"]["default"].is_badvalue(),
+        "`release_project` is required"
+    );
     assert_eq!(
-        job["variables"]["SENTINEL_ON_PUSH"].as_str(),
-        Some("$[[ inputs.on_push ]]")
+        inputs["sha256"]["regex"].as_str(),
+        Some("^([0-9a-f]{64})?$")
     );
     // Cache and lock by the name, never by CI_JOB_NAME_SLUG, which
     // `libs/other`, `libs_other` and `Libs/Other` share.
@@ -805,7 +833,7 @@ fn the_component_has_a_spec_and_the_same_jobs() {
     assert_eq!(
         keys,
         [
-            "sentinel-bin-$SENTINEL_VERSION",
+            "sentinel-bin-$[[ inputs.sentinel_version ]]",
             "sentinel-state-$[[ inputs.name ]]"
         ]
     );
@@ -874,6 +902,167 @@ fn the_components_scope_reaches_sentinel_as_flags_that_no_variable_overrides() {
     );
 }
 
+/// A component's inputs are its whole configuration: a pipeline, schedule,
+/// project or group variable outranks a job's `variables:`, so no input may
+/// travel through one that a user could also set (`SENTINEL_VERSION` once
+/// beat `sentinel_version`). The inputs are literal text in the rules and
+/// the script; the only job variables are the runner's own (GIT_*) and
+/// fixed values the script sets again.
+#[test]
+fn every_input_of_the_components_wins_over_every_variable() {
+    for rel in [COMPONENT, FLEET_COMPONENT] {
+        let docs = load(rel);
+        for (name, job) in concrete_jobs(&docs[1]) {
+            if let Some(vars) = job["variables"].as_hash() {
+                for (k, v) in vars {
+                    let k = str_of(k, "a variable name");
+                    let v = v.as_str().unwrap_or_default();
+                    assert!(
+                        k.starts_with("GIT_") || !v.contains("$[[ inputs."),
+                        "`{rel}` {name}: the input in {k} would lose to any variable {k}"
+                    );
+                    assert!(
+                        k.starts_with("GIT_") || k == "SENTINEL_CODEQUALITY",
+                        "`{rel}` {name}: the job variable {k}"
+                    );
+                }
+            }
+            for rule in job["rules"].as_vec().expect("rules") {
+                let cond = str_of(&rule["if"], "a rule");
+                let sentinel_vars: Vec<&str> = cond
+                    .match_indices("$SENTINEL_")
+                    .map(|(i, _)| {
+                        cond[i + 1..]
+                            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                            .next()
+                            .unwrap_or_default()
+                    })
+                    .collect();
+                assert!(
+                    sentinel_vars.iter().all(|v| *v == "SENTINEL_SCHEDULE"),
+                    "`{rel}` {name}: `{cond}` reads {sentinel_vars:?}, which a variable sets, not an input"
+                );
+            }
+            let body = script(&job);
+            let scope = block(rel, &body, "scope");
+            for (var, input) in [
+                ("SENTINEL_VERSION", "sentinel_version"),
+                ("SENTINEL_RELEASE_PROJECT", "release_project"),
+                ("SENTINEL_SHA256", "sha256"),
+                ("SENTINEL_DOWNLOAD_URL", "download_url"),
+            ] {
+                assert!(
+                    scope.contains(&format!("\n{var}='$[[ inputs.{input} ]]'\n")),
+                    "`{rel}` {name}: {var} from the input {input}, over any variable"
+                );
+            }
+            // The errors of the install step name the inputs.
+            assert!(scope.contains(
+                "say_version='the input sentinel_version' say_release='the input release_project' say_pin='the input sha256'"
+            ));
+        }
+    }
+}
+
+/// The fleet component: one job per shard (`parallel:` from an input), each
+/// ticking the group through the API with its own state directory, cached
+/// and stored per shard, and an even share of the fleet's budget.
+#[test]
+fn the_fleet_component_ticks_a_group_per_shard_with_its_own_state() {
+    let docs = load(FLEET_COMPONENT);
+    assert_eq!(docs.len(), 2, "`{FLEET_COMPONENT}`: a spec and the jobs");
+    let declared = assert_inputs_declared_and_used(FLEET_COMPONENT, &docs);
+    for name in [
+        "group",
+        "shards",
+        "sentinel_version",
+        "daily_budget",
+        "tags",
+        "gitlab_url",
+        "release_project",
+        "sha256",
+        "path",
+    ] {
+        assert!(
+            declared.contains(name),
+            "`{FLEET_COMPONENT}` lacks the input {name}"
+        );
+    }
+    let inputs = &docs[0]["spec"]["inputs"];
+    for required in ["group", "sentinel_version", "release_project"] {
+        assert!(
+            inputs[required]["default"].is_badvalue(),
+            "`{required}` is required"
+        );
+    }
+    assert_eq!(inputs["shards"]["type"].as_str(), Some("number"));
+    assert_eq!(inputs["daily_budget"]["type"].as_str(), Some("number"));
+    assert_eq!(inputs["tags"]["type"].as_str(), Some("array"));
+    let text = read(FLEET_COMPONENT);
+    assert_no_secret(FLEET_COMPONENT, &text, &docs);
+    let doc = &docs[1];
+    assert_every_job_stands_alone(FLEET_COMPONENT, doc);
+    let ticking = tick_jobs(doc);
+    assert_eq!(ticking.len(), 1, "one fleet job");
+    let (name, job) = &ticking[0];
+    assert_eq!(
+        job["parallel"].as_str(),
+        Some("$[[ inputs.shards ]]"),
+        "`{FLEET_COMPONENT}` {name}: parallel from the input"
+    );
+    assert_eq!(
+        job["rules"][0]["if"].as_str(),
+        Some("$CI_PIPELINE_SOURCE == \"schedule\" && $SENTINEL_SCHEDULE == \"true\"")
+    );
+    let keys: Vec<&str> = job["cache"]
+        .as_vec()
+        .expect("cache is a list")
+        .iter()
+        .map(|c| str_of(&c["key"], "cache key"))
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "sentinel-bin-$[[ inputs.sentinel_version ]]",
+            "sentinel-fleet-$[[ inputs.name ]]-$CI_NODE_INDEX-of-$CI_NODE_TOTAL"
+        ]
+    );
+    assert!(str_of(&job["resource_group"], "resource_group").contains("$CI_NODE_INDEX"));
+    let body = script(job);
+    let scope = block(FLEET_COMPONENT, &body, "scope");
+    assert!(scope.contains(
+        "set -- --source gitlab --gitlab-url \"$fleet_url\" --group \"$fleet_group\" --shard \"$shard\" --daily-budget \"$budget\""
+    ));
+    assert!(scope.contains("unset SENTINEL_GROUP SENTINEL_STATE_DIR"));
+    assert!(
+        scope.contains("b / n"),
+        "the budget is split across the shards"
+    );
+    let state = block(FLEET_COMPONENT, &body, "fleet-state");
+    assert!(state.contains("state_package=\"sentinel-state-$scope\""));
+    assert!(state.contains("packages/generic/$state_package/v1/state.tar.gz"));
+    let tick = block(FLEET_COMPONENT, &body, "fleet-tick");
+    assert!(tick.contains("set -- \"$@\" --state-dir \"$state_dir\""));
+    assert!(tick.contains("sentinel tick \"$@\" || code=$?"));
+    // The verdicts are the single-project templates'.
+    let expected = expected();
+    let arms = verdict_arms(&body);
+    let get = |v: &str| arms.get(v).cloned().unwrap_or_default();
+    assert_eq!(get("woke"), expected.woke);
+    assert_eq!(get("red"), expected.failure);
+    assert_eq!(get("stopped"), BTreeSet::from([143]));
+    let green: BTreeSet<i32> = get("green").union(&get("woke")).copied().collect();
+    assert_eq!(green, expected.success);
+    // Upload only after a tick that neither failed nor was stopped.
+    let upload = tick.find("--upload-file").expect("the upload");
+    for verdict in ["red", "stopped"] {
+        let exit = tick
+            .find(&format!("if [ \"$verdict\" = {verdict} ]; then"))
+            .expect("an exit");
+        assert!(exit < upload, "a {verdict} tick reaches the upload");
+    }
+}
+
 /// GitLab's CI/CD Catalog finds components only at `templates/<name>.yml` or
 /// `templates/<name>/template.yml`, and publishes release tags that are
 /// semantic versions without a `v`. The `component:` line of the docs and of
@@ -894,7 +1083,7 @@ fn the_component_sits_where_the_catalog_looks_and_its_version_is_a_release_tag()
         "the release rule",
     );
     assert_eq!(rule, "$CI_COMMIT_TAG =~ /^v?[0-9]+\\.[0-9]+\\.[0-9]+$/");
-    let lines: Vec<(String, String)> = [COMPONENT, "docs/ci.md"]
+    let lines: Vec<(String, String)> = [COMPONENT, FLEET_COMPONENT, "docs/ci.md", "README.md"]
         .iter()
         .flat_map(|rel| {
             read(rel)
@@ -916,10 +1105,11 @@ fn the_component_sits_where_the_catalog_looks_and_its_version_is_a_release_tag()
             .split_once('@')
             .unwrap_or_else(|| panic!("`{rel}`: `{line}` has no version"));
         assert!(path.starts_with("$CI_SERVER_FQDN/"), "`{rel}`: `{line}`");
-        assert_eq!(
-            path.rsplit('/').next(),
-            Some("sentinel"),
-            "`{rel}`: the component is templates/sentinel"
+        let name = path.rsplit('/').next().unwrap_or_default();
+        assert!(
+            root.join(format!("templates/{name}/template.yml"))
+                .is_file(),
+            "`{rel}`: `{line}` names no component in templates/"
         );
         let parts: Vec<&str> = version.split('.').collect();
         assert!(
@@ -1003,6 +1193,13 @@ fn the_install_state_and_tick_steps_are_the_same_text_in_every_template() {
             "`{rel}`: the scope comes first"
         );
     }
+    // The fleet component keeps a directory of states, not one: its state
+    // and tick steps are its own, its install step the same.
+    assert_eq!(
+        block(FLEET_COMPONENT, &read(FLEET_COMPONENT), "install"),
+        block(GITLAB, &texts[0].1, "install"),
+        "the `install` step of `{FLEET_COMPONENT}` differs"
+    );
     for name in ["install", "state", "tick"] {
         let (first_rel, first) = &texts[0];
         let reference = block(first_rel, first, name);
