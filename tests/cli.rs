@@ -1,8 +1,10 @@
 //! End-to-end tests of the `sentinel` binary against real git repositories,
 //! read directly or through a fake GitLab on 127.0.0.1 (`util::gitlab`):
 //! exit codes, the `--json` report, the stderr line and the bytes of the
-//! files a tick leaves behind. Time is injected with `--now`; no test thread
-//! sleeps and nothing leaves 127.0.0.1.
+//! files a tick leaves behind. Time is injected with `--now` and sentinel's
+//! waits are only recorded (`--fake-sleep`); nothing leaves 127.0.0.1. The
+//! few real sleeps are the reliability suite's: a server that trickles its
+//! answer, and kills timed against a running tick.
 
 mod util;
 

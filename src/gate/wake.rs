@@ -14,11 +14,11 @@ pub enum Reason {
     RepoChanged,
     EvidenceChanged,
     Backlog,
-    /// Filled in by observation mode (not built yet).
+    /// A watched bet of observation mode reached its checkpoint.
     ObservationDue,
-    /// Filled in by scheduled reviews (not built yet).
+    /// A mature file's scheduled review is due.
     OpportunityDue,
-    /// Filled in by the autonomy allowance (not built yet).
+    /// The autonomy allowance admits a reconsideration.
     AutonomyDue,
     None,
 }

@@ -2,8 +2,9 @@
 //! the error protocol as the only retry loop.
 //!
 //! One `ureq` agent with explicit timeouts and no status errors or
-//! redirects; every failure is classified before anything is retried, and
-//! sleeps go through a sleeper that tests replace.
+//! redirects; every failure is classified before anything is retried. A
+//! wait is slept for real, or only recorded under `--fake-sleep` (what the
+//! tests use, so none of them waits out a backoff).
 
 use std::fmt;
 use std::time::{Duration, Instant};
