@@ -1253,7 +1253,7 @@ fn without_scope(state: &std::path::Path) {
 }
 
 #[test]
-fn a_mistyped_branch_is_loud_every_tick() {
+fn invariant_13_a_mistyped_branch_is_loud_every_tick() {
     let sb = Sandbox::with_files(&FIVE);
     tick(&sb, &at(0), &["--branch", "main"], 10);
     without_scope(&sb.state);

@@ -105,7 +105,7 @@ mod tests {
     }
 
     #[test]
-    fn a_busy_refusal_does_not_consume_the_window() {
+    fn invariant_10_a_busy_refusal_does_not_consume_the_window() {
         // Busy ticks never reach the admission, so the window stays where the
         // last start put it: nowhere, here.
         assert_eq!(

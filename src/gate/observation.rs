@@ -892,7 +892,7 @@ mod tests {
     }
 
     #[test]
-    fn the_checkpoint_is_set_once_and_never_slides() {
+    fn invariant_9_the_checkpoint_is_set_once_and_never_slides() {
         let mut log = ObservationLog::default();
         observe(&mut log, "a.rs", &skip(), t0(), OPEN_LIMIT);
         let later = ObserveInput {

@@ -351,7 +351,7 @@ mod tests {
     }
 
     #[test]
-    fn precedence_order_is_fixed() {
+    fn invariant_6_precedence_order_is_fixed() {
         let names: Vec<_> = Reason::ALL.iter().map(|r| r.as_str()).collect();
         assert_eq!(
             names,

@@ -811,7 +811,7 @@ mod tests {
     }
 
     #[test]
-    fn documented_insufficient_quota_is_quota_not_rate_limit() {
+    fn invariant_7_documented_insufficient_quota_is_quota_not_rate_limit() {
         assert_eq!(classify(&http(429, QUOTA)), Class::Quota);
     }
 

@@ -242,7 +242,7 @@ fn a_deleted_file_leaves_the_tree() {
 }
 
 #[test]
-fn an_incomplete_listing_forgets_no_file_and_leaves_the_head_to_a_later_tick() {
+fn invariant_15_an_incomplete_listing_forgets_no_file_and_leaves_the_head_to_a_later_tick() {
     let dir = tempfile::tempdir().unwrap();
     let mut src = five_files();
     tick(&cfg(dir.path(), t0()), &mut src);
@@ -1197,7 +1197,7 @@ mod advisor {
     }
 
     #[test]
-    fn think_again_only_for_a_new_reason() {
+    fn invariant_8_think_again_only_for_a_new_reason() {
         let dir = tempfile::tempdir().unwrap();
         let mut src = one_risky_file();
         let mut p = scripted(|_| skip());
@@ -1596,7 +1596,7 @@ mod advisor {
         }
 
         #[test]
-        fn a_failed_save_never_pays_twice() {
+        fn invariant_16_a_failed_save_never_pays_twice() {
             let dir = tempfile::tempdir().unwrap();
             let state = dir.path().join("state.json");
             ten_failed_saves(FileStorage::new(&state), dir.path(), |_| {

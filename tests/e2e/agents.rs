@@ -264,7 +264,7 @@ fn a_missing_agent_command_is_a_clear_exit_1_and_saves_nothing() {
 }
 
 #[test]
-fn an_agent_that_commits_never_wakes_sentinel_with_its_own_commits() {
+fn invariant_18_an_agent_that_commits_never_wakes_sentinel_with_its_own_commits() {
     const RISKY: [&str; 5] = ["a.js", "b.js", "c.js", "d.js", "e.js"];
     let sb = Sandbox::with_files(&RISKY);
     let log = sb.root().join("runs.log");

@@ -167,7 +167,7 @@ fn a_worktree_git_replaced_by_a_repository_pointing_elsewhere_never_moves_sentin
 }
 
 #[test]
-fn a_hook_the_agent_plants_never_runs_in_sentinels_git() {
+fn invariant_19_a_hook_the_agent_plants_never_runs_in_sentinels_git() {
     let sb = two_files();
     let ran = sb.root().join("hook-ran");
     // Hooks for a checkout and a ref update (the patch's), in its own git

@@ -27,7 +27,7 @@ fn two_dirs() -> Sandbox {
 }
 
 #[test]
-fn a_mistyped_path_forgets_nothing() {
+fn invariant_14_a_mistyped_path_forgets_nothing() {
     let sb = two_dirs();
     report(&sb.tick(&at(0), &[]), 10);
     let before = snapshot(&sb.state).expect("a state");

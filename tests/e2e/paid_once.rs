@@ -116,7 +116,7 @@ fn ten_failed_saves(sb: &Sandbox, ai: &FakeOpenAi, extra: &[&str]) {
 }
 
 #[test]
-fn a_failed_save_never_pays_twice() {
+fn invariant_16_a_failed_save_never_pays_twice() {
     let sb = sandbox();
     let ai = FakeOpenAi::start();
     ten_failed_saves(&sb, &ai, &[]);

@@ -187,7 +187,7 @@ fn fail_five_times(sb: &Sandbox, ai: &FakeOpenAi) -> Output {
 }
 
 #[test]
-fn a_failing_file_backs_off_10m_1h_6h_24h_then_gives_up() {
+fn invariant_17_a_failing_file_backs_off_10m_1h_6h_24h_then_gives_up() {
     let sb = sandbox(&[AUTH, GUIDE]);
     let ai = FakeOpenAi::start();
     let fifth = fail_five_times(&sb, &ai);

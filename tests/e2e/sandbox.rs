@@ -68,7 +68,7 @@ fn human_edit(sb: &Sandbox, name: &str, content: &str, message: &str) {
 }
 
 #[test]
-fn the_sandbox_is_the_watched_head_plus_one_commit_per_open_proposal() {
+fn invariant_23_the_sandbox_is_the_watched_head_plus_one_commit_per_open_proposal() {
     let sb = Sandbox::with_files(&FILES);
     let agent = appending_agent(&sb);
     tick(&sb, 0, &agent);

@@ -64,7 +64,7 @@ fn a_refused_poke_names_the_wait_and_makes_no_request() {
 }
 
 #[test]
-fn a_busy_refusal_does_not_consume_the_window() {
+fn invariant_10_a_busy_refusal_does_not_consume_the_window() {
     let sb = sandbox();
     sb.tick(&at(0), &[]);
     {

@@ -73,7 +73,7 @@ fn a_one_file_wake_with_autonomy_on_reads_no_shard_for_a_full_trigger_list() {
 }
 
 #[test]
-fn a_one_file_wake_looks_up_no_shard_it_does_not_read() {
+fn invariant_22_a_one_file_wake_looks_up_no_shard_it_does_not_read() {
     // Every shard but the edited file's is removed: a wake that looked each
     // one up (512 at 100,000 files) would fail naming one, a wake that costs
     // what changed never notices; the commands that read them all still do.

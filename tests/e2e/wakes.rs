@@ -23,7 +23,7 @@ fn tick(sb: &Sandbox, ai: &FakeOpenAi, minutes: i64, extra: &[&str], code: i32) 
 }
 
 #[test]
-fn every_wake_reason_works_end_to_end_with_its_exit_code() {
+fn invariant_4_every_wake_reason_works_end_to_end_with_its_exit_code() {
     let mut sb = Sandbox::new();
     sb.repo.write(AUTH, "// auth\nmodule.exports = 1;\n");
     sb.repo.write(DOC_A, "# a\n");
