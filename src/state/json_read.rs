@@ -1,6 +1,6 @@
-//! The cursor under the direct JSON readers of the state (`decode`,
-//! `log_json`): each reads only the exact text its writer writes, and gives
-//! `None` anywhere else, so that serde reads that and decides.
+//! The cursor under the direct reader of the state's shards (`decode`): it
+//! reads only the exact text its writer writes, and gives `None` anywhere
+//! else, so that serde reads that and decides.
 
 use chrono::{DateTime, Utc};
 
@@ -17,9 +17,6 @@ pub(super) struct Cursor<'a> {
     /// one is most of the cost of a watch.
     times: [Option<(&'a str, DateTime<Utc>)>; MEMO],
     next_time: usize,
-    /// The text last read as a float, and its value (serde's reading of a
-    /// float is its own, and slow beside the rest of a watch).
-    pub(super) last_float: Option<(&'a [u8], f64)>,
     /// The milliseconds last read as a timestamp, and their time: a
     /// shard's 250 records share a few instants, and the calendar sums of
     /// each cost more than the rest of its reading.
@@ -37,7 +34,6 @@ impl<'a> Cursor<'a> {
             text: std::str::from_utf8(b).ok(),
             times: [None; MEMO],
             next_time: 0,
-            last_float: None,
             last_ms: None,
         }
     }

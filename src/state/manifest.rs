@@ -159,20 +159,9 @@ fn newline(bytes: &[u8]) -> Option<usize> {
     bytes[at..].iter().position(|&b| b == b'\n').map(|i| at + i)
 }
 
-/// The observation log's line, `rest` moved past it. Read directly, the
-/// log's text ends where its reader stops, and holds no line break (its
-/// strings hold no control byte), so a comma and a line break there end
-/// the line: the line break is not looked for over the 130 KB before it.
+/// The observation log's line, `rest` moved past it, read by serde.
 fn log_line(rest: &mut &[u8]) -> Option<ObservationLog> {
-    const KEY: &[u8] = b"\"observations\":";
-    let text = rest.strip_prefix(KEY)?;
-    if let Some((log, len)) = super::log_json::read_log_prefix(text)
-        && let Some(after) = text[len..].strip_prefix(b",\n")
-    {
-        *rest = after;
-        return Some(log);
-    }
-    super::log_json::parse_log(line(rest, KEY)?).ok()
+    part(rest, b"\"observations\":")
 }
 
 /// The line at the start of `rest` that is `key`, a value and a comma: the

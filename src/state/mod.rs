@@ -9,7 +9,6 @@ pub mod files;
 pub mod journal;
 mod json_read;
 pub mod limits;
-pub mod log_json;
 pub mod manifest;
 pub mod records;
 pub mod rfc3339;

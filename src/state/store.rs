@@ -472,10 +472,10 @@ fn encode_common(state: &State, body: &mut Vec<u8>) -> Result<()> {
     body.extend_from_slice(b",\n\"llm\":");
     crate::redact::to_writer(&mut *body, &state.llm)?;
     body.extend_from_slice(b",\n\"observations\":");
-    // Written directly, then checked whole: only a log holding something
+    // Written by serde, then checked whole: only a log holding something
     // to redact goes through the redaction's own serialisation.
     let at = body.len();
-    super::log_json::put_log(body, &state.observations)?;
+    serde_json::to_writer(&mut *body, &state.observations)?;
     if !std::str::from_utf8(&body[at..]).is_ok_and(crate::redact::nothing_to_redact) {
         body.truncate(at);
         crate::redact::to_writer(&mut *body, &state.observations)?;
