@@ -363,7 +363,7 @@ fn no_git_process_sentinel_starts_sees_its_secrets() {
     assert!(seen.contains("HOME=") && seen.contains("PATH="), "{seen}");
     assert!(!seen.contains(MARK), "a git child saw a secret:\n{seen}");
 
-    // An agent in its worktree, committing to the sandbox branch; it runs
+    // An agent in its working copy, committing to the sandbox branch; it runs
     // git itself too.
     fs::remove_file(&log).unwrap();
     sb.repo
@@ -384,7 +384,10 @@ fn no_git_process_sentinel_starts_sees_its_secrets() {
     for call in ["ARGS -C", "ARGS status --short"] {
         assert!(seen.contains(call), "{call} was logged: {seen}");
     }
-    assert!(seen.contains("worktree"), "the agent's worktree: {seen}");
+    assert!(
+        seen.contains("sentinel-agent-copy-"),
+        "the agent's working copy: {seen}"
+    );
     assert!(!seen.contains(MARK), "a git child saw a secret:\n{seen}");
 }
 
