@@ -253,3 +253,93 @@ fn one_fleet_budget_of_a_dollar_at_ten_cents_a_call_makes_at_most_ten_calls_a_da
         .sum();
     assert!((spent - 1.0).abs() < 1e-9, "{ledger}");
 }
+
+/// The fleet: 1,000 projects of group `acme` under two subgroups
+/// (`acme/libs`, `acme/apps`), ids 1001..=2000, plus one archived project
+/// the listing leaves out. The ten projects `MOVED` follow branch `moved`
+/// of the backing repository, the others `main`, so a commit on `moved`
+/// moves those ten alone.
+fn thousand() -> Vec<Value> {
+    let mut projects = group(1000);
+    for p in &mut projects {
+        if MOVED.contains(&p["id"].as_u64().unwrap()) {
+            p["default_branch"] = json!("moved");
+        }
+    }
+    projects.push(json!({"id": 3000, "path_with_namespace": "acme/old", "default_branch": "main", "archived": true}));
+    projects
+}
+
+const MOVED: [u64; 10] = [1010, 1111, 1212, 1313, 1414, 1515, 1616, 1717, 1818, 1919];
+/// Answers 403 to everything but the listing.
+const REFUSED: u64 = 1500;
+/// Has a state that is not JSON.
+const DAMAGED: u64 = 1600;
+
+/// Every state file under `dir`, by path, with its bytes.
+fn state_bytes(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out: Vec<(PathBuf, Vec<u8>)> = with_state(dir)
+        .into_iter()
+        .map(|id| dir.join(id.to_string()).join("state.json"))
+        .map(|p| {
+            let bytes = std::fs::read(&p).unwrap();
+            (p, bytes)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// The project id a recorded request is about, if any.
+fn project_of(r: &crate::util::gitlab::Recorded) -> Option<u64> {
+    match &r.segments[..] {
+        [_, _, projects, id, ..] if projects == "projects" => id.parse().ok(),
+        _ => None,
+    }
+}
+
+#[test]
+fn a_quiet_thousand_project_fleet_costs_a_head_lookup_each_and_ten_moved_read_only_theirs() {
+    let sb = Sandbox::with_files(&["a.js"]);
+    sb.repo.git(&["branch", "moved"]);
+    let gl = sb.gitlab();
+    gl.serve_group(thousand(), 100, &[REFUSED]);
+    let dir = states(&sb, "fleet");
+    std::fs::create_dir_all(dir.join(DAMAGED.to_string())).unwrap();
+    std::fs::write(dir.join(DAMAGED.to_string()).join("state.json"), b"{damaged").unwrap();
+    let first = fleet(&sb, &gl, &dir, &at(0), &[]);
+    assert_eq!(first.code, 10, "{}", first.stderr_line());
+    assert_eq!(with_state(&dir).len(), 999, "all but the refused one");
+
+    // Quiet: the listing's ten pages and one head lookup a project.
+    gl.clear_requests();
+    let before = state_bytes(&dir);
+    let quiet = fleet(&sb, &gl, &dir, &at(10), &[]);
+    assert_eq!(quiet.code, 0, "{}", quiet.stderr_line());
+    let requests = gl.requests();
+    assert!(requests.len() <= 1100, "{} requests", requests.len());
+    assert_eq!(gl.requests_to(Endpoint::GroupProjects).len(), 10);
+    assert!(state_bytes(&dir) == before, "a quiet fleet wrote a state");
+
+    // Ten moved: only they are read past their head lookup; the refused
+    // project and the damaged state are named, and the fleet exits 12.
+    sb.repo.git(&["checkout", "-q", "moved"]);
+    sb.repo.write("libs/shared/a.js", "// a v2\n");
+    sb.repo.commit("moved");
+    gl.clear_requests();
+    let moved = fleet(&sb, &gl, &dir, &at(20), &[]);
+    assert_eq!(moved.code, 12, "{}", moved.stderr);
+    let read: BTreeSet<u64> = gl
+        .requests()
+        .iter()
+        .filter(|r| r.endpoint != Endpoint::Commits && r.endpoint != Endpoint::GroupProjects)
+        .filter_map(project_of)
+        .collect();
+    assert_eq!(read, MOVED.into(), "only the moved projects are read");
+    let summary = moved.stderr.lines().last().unwrap_or_default();
+    assert!(
+        summary.contains(&format!("(#{REFUSED})")) && summary.contains(&format!("(#{DAMAGED})")),
+        "{summary}"
+    );
+    assert!(summary.contains("10 woke"), "{summary}");
+}
