@@ -135,17 +135,18 @@ fn a_project_gitlab_refuses_is_named_and_the_rest_of_the_fleet_goes_on() {
 #[test]
 fn the_shards_of_a_fleet_together_tick_every_project_exactly_once() {
     let sb = Sandbox::with_files(&["a.js"]);
+    sb.repo.git(&["branch", "moved"]);
     let gl = sb.gitlab();
-    gl.serve_group(group(12), 100, &[]);
+    gl.serve_group(thousand(), 100, &[]);
     let mut seen: Vec<u64> = Vec::new();
-    for k in 1..=3 {
+    for k in 1..=4 {
         let dir = states(&sb, &format!("shard-{k}"));
-        let out = fleet(&sb, &gl, &dir, &at(0), &["--shard", &format!("{k}/3")]);
-        assert!(matches!(out.code, 0 | 10), "{}", out.stderr);
+        let out = fleet(&sb, &gl, &dir, &at(0), &["--shard", &format!("{k}/4")]);
+        assert_eq!(out.code, 10, "{}", out.stderr.lines().last().unwrap_or_default());
         seen.extend(with_state(&dir));
     }
     seen.sort_unstable();
-    assert_eq!(seen, (1001..=1012).collect::<Vec<u64>>());
+    assert_eq!(seen, (1001..=2000).collect::<Vec<u64>>());
 }
 
 #[test]
@@ -184,8 +185,9 @@ fn a_group_gitlab_does_not_know_stops_the_fleet_and_names_it() {
 fn a_quota_wall_seen_by_one_project_holds_the_provider_for_the_whole_fleet() {
     // A risky file (`auth`): every project asks the model about it.
     let sb = Sandbox::with_files(&["auth.js"]);
+    sb.repo.git(&["branch", "moved"]);
     let gl = sb.gitlab();
-    gl.serve_group(group(6), 100, &[]);
+    gl.serve_group(thousand(), 100, &[]);
     let ai = FakeOpenAi::start();
     ai.answer_always(AiReply::quota());
     let dir = states(&sb, "fleet");
@@ -198,7 +200,7 @@ fn a_quota_wall_seen_by_one_project_holds_the_provider_for_the_whole_fleet() {
         .lines()
         .map(|l| serde_json::from_str(l).expect("a JSON line"))
         .collect();
-    assert_eq!(reports.len(), 6);
+    assert_eq!(reports.len(), 1000);
     let held = reports
         .iter()
         .filter(|r| {
@@ -208,7 +210,7 @@ fn a_quota_wall_seen_by_one_project_holds_the_provider_for_the_whole_fleet() {
                     .is_some_and(|w| w.starts_with("provider held by the fleet until"))
         })
         .count();
-    assert_eq!(held, 5, "{}", out.stdout);
+    assert_eq!(held, 999, "{}", out.stderr.lines().last().unwrap_or_default());
     let ledger: Value =
         serde_json::from_slice(&std::fs::read(dir.join("fleet.json")).unwrap()).unwrap();
     assert_eq!(ledger["circuit"]["class"], "quota", "{ledger}");
@@ -221,8 +223,9 @@ fn a_quota_wall_seen_by_one_project_holds_the_provider_for_the_whole_fleet() {
 #[test]
 fn one_fleet_budget_of_a_dollar_at_ten_cents_a_call_makes_at_most_ten_calls_a_day() {
     let sb = Sandbox::with_files(&["auth.js"]);
+    sb.repo.git(&["branch", "moved"]);
     let gl = sb.gitlab();
-    gl.serve_group(group(15), 100, &[]);
+    gl.serve_group(thousand(), 100, &[]);
     let ai = FakeOpenAi::start();
     ai.answer_always(AiReply::completion());
     let dir = states(&sb, "fleet");
@@ -308,14 +311,14 @@ fn a_quiet_thousand_project_fleet_costs_a_head_lookup_each_and_ten_moved_read_on
     std::fs::create_dir_all(dir.join(DAMAGED.to_string())).unwrap();
     std::fs::write(dir.join(DAMAGED.to_string()).join("state.json"), b"{damaged").unwrap();
     let first = fleet(&sb, &gl, &dir, &at(0), &[]);
-    assert_eq!(first.code, 10, "{}", first.stderr_line());
+    assert_eq!(first.code, 10, "{}", first.stderr.lines().last().unwrap_or_default());
     assert_eq!(with_state(&dir).len(), 999, "all but the refused one");
 
     // Quiet: the listing's ten pages and one head lookup a project.
     gl.clear_requests();
     let before = state_bytes(&dir);
     let quiet = fleet(&sb, &gl, &dir, &at(10), &[]);
-    assert_eq!(quiet.code, 0, "{}", quiet.stderr_line());
+    assert_eq!(quiet.code, 0, "{}", quiet.stderr.lines().last().unwrap_or_default());
     let requests = gl.requests();
     assert!(requests.len() <= 1100, "{} requests", requests.len());
     assert_eq!(gl.requests_to(Endpoint::GroupProjects).len(), 10);
