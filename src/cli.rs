@@ -723,6 +723,22 @@ pub struct FleetArgs {
         value_parser = clap::builder::BoolishValueParser::new()
     )]
     pub strict: bool,
+    /// The most one project of the fleet may spend a day, in USD.
+    ///
+    /// Within the fleet's --daily-budget (each shard's share of it), so one
+    /// busy project cannot spend the whole fleet's day.
+    #[arg(long, env = "SENTINEL_PROJECT_BUDGET", help_heading = FLEET, value_name = "USD", value_parser = parse_usd)]
+    pub project_budget: Option<f64>,
+}
+
+/// A sum of USD: finite, 0 or more.
+fn parse_usd(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!(
+            "`{s}` is not a sum of USD: write a number, 0 or more"
+        )),
+    }
 }
 
 #[derive(Debug, Clone, Args)]

@@ -18,7 +18,7 @@ use sha2::{Digest, Sha256};
 use crate::cli::{Environment, SourceKind, TickArgs};
 use crate::exit;
 use crate::source::gitlab::{GitLabSource, GroupProject};
-use crate::tick::{FleetBook, FleetShare};
+use crate::tick::{FleetBook, FleetBudget, FleetShare};
 
 /// A glob over a project's path with namespace: `*` within a segment.
 pub fn path_glob(pattern: &str) -> Result<globset::Glob, String> {
@@ -98,7 +98,7 @@ struct Tally {
 pub type Tick = dyn Fn(TickArgs) -> Result<u8> + Sync;
 
 /// Discover, select and tick; the exit code is the fleet's.
-pub fn run(args: TickArgs, tick: &Tick) -> Result<u8> {
+pub fn run(mut args: TickArgs, tick: &Tick) -> Result<u8> {
     let lookup = |k: &str| std::env::var(k).ok();
     let Some(dir) = args.fleet.state_dir.clone() else {
         bail!("--group needs --state-dir, where each project keeps its state");
@@ -112,7 +112,11 @@ pub fn run(args: TickArgs, tick: &Tick) -> Result<u8> {
     let found = discover(&args, &group)?;
     let now = args.now.unwrap_or_else(Utc::now);
     let loaded = ledger::load(&dir, now)?;
-    let book = Arc::new(Mutex::new(loaded.clone()));
+    let budget = split_budget(&mut args, selection.shard);
+    let book = Arc::new(Mutex::new(FleetBook {
+        budget: Some(budget),
+        ..loaded.clone()
+    }));
     let mine: Vec<&GroupProject> = found
         .projects
         .iter()
@@ -122,10 +126,12 @@ pub fn run(args: TickArgs, tick: &Tick) -> Result<u8> {
     // A quiet fleet writes nothing but its projects' no-op journals.
     let book = book.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let learned = book.spent != loaded.spent || book.circuit != loaded.circuit;
+    // A ledger once written says the budget it counted against.
+    let learned = learned || (loaded.budget.is_some() && loaded.budget != book.budget);
     if learned && !args.dry_run {
         ledger::save(&dir, &book)?;
     }
-    summary(&group, &found, mine.len(), &selection, &tally);
+    summary(&group, &found, mine.len(), &budget, &tally);
     Ok(match (&tally.failed[..], tally.wake) {
         ([_, ..], _) if args.fleet.strict => 1,
         (_, Some(code)) => code,
@@ -158,6 +164,7 @@ fn tick_all(
                         id: p.id,
                         book: book.clone(),
                         calls: calls.clone(),
+                        project_budget: args.fleet.project_budget,
                     };
                     let ended = tick_one(args, p, dir, share, tick);
                     tally.lock().unwrap_or_else(|e| e.into_inner()).add(ended);
@@ -254,17 +261,35 @@ pub fn state_path(dir: &Path, id: u64) -> PathBuf {
     dir.join(id.to_string()).join("state.json")
 }
 
+/// Each shard's budget is its even share of the fleet's `--daily-budget`:
+/// N shards each spending the whole of it would spend N times the budget.
+/// The projects' ticks count against the share.
+fn split_budget(args: &mut TickArgs, shard: (u32, u32)) -> FleetBudget {
+    let daily_budget = args.llm.daily_budget;
+    let share = daily_budget / f64::from(shard.1.max(1));
+    args.llm.daily_budget = share;
+    FleetBudget {
+        daily_budget,
+        shard,
+        share,
+        project_budget: args.fleet.project_budget,
+    }
+}
+
 /// The fleet's line: what was found, what this shard took, how it ended.
 fn summary(
     group: &str,
     found: &crate::source::gitlab::Discovered,
     mine: usize,
-    selection: &Selection,
+    budget: &FleetBudget,
     t: &Tally,
 ) {
-    let (k, n) = selection.shard;
+    let (k, n) = budget.shard;
     let shard = if n > 1 {
-        format!(", shard {k}/{n}")
+        format!(
+            ", shard {k}/{n} with ${:.2} of the ${:.2} --daily-budget",
+            budget.share, budget.daily_budget
+        )
     } else {
         String::new()
     };

@@ -142,7 +142,12 @@ fn the_shards_of_a_fleet_together_tick_every_project_exactly_once() {
     for k in 1..=4 {
         let dir = states(&sb, &format!("shard-{k}"));
         let out = fleet(&sb, &gl, &dir, &at(0), &["--shard", &format!("{k}/4")]);
-        assert_eq!(out.code, 10, "{}", out.stderr.lines().last().unwrap_or_default());
+        assert_eq!(
+            out.code,
+            10,
+            "{}",
+            out.stderr.lines().last().unwrap_or_default()
+        );
         seen.extend(with_state(&dir));
     }
     seen.sort_unstable();
@@ -210,7 +215,12 @@ fn a_quota_wall_seen_by_one_project_holds_the_provider_for_the_whole_fleet() {
                     .is_some_and(|w| w.starts_with("provider held by the fleet until"))
         })
         .count();
-    assert_eq!(held, 999, "{}", out.stderr.lines().last().unwrap_or_default());
+    assert_eq!(
+        held,
+        999,
+        "{}",
+        out.stderr.lines().last().unwrap_or_default()
+    );
     let ledger: Value =
         serde_json::from_slice(&std::fs::read(dir.join("fleet.json")).unwrap()).unwrap();
     assert_eq!(ledger["circuit"]["class"], "quota", "{ledger}");
@@ -309,16 +319,30 @@ fn a_quiet_thousand_project_fleet_costs_a_head_lookup_each_and_ten_moved_read_on
     gl.serve_group(thousand(), 100, &[REFUSED]);
     let dir = states(&sb, "fleet");
     std::fs::create_dir_all(dir.join(DAMAGED.to_string())).unwrap();
-    std::fs::write(dir.join(DAMAGED.to_string()).join("state.json"), b"{damaged").unwrap();
+    std::fs::write(
+        dir.join(DAMAGED.to_string()).join("state.json"),
+        b"{damaged",
+    )
+    .unwrap();
     let first = fleet(&sb, &gl, &dir, &at(0), &[]);
-    assert_eq!(first.code, 10, "{}", first.stderr.lines().last().unwrap_or_default());
+    assert_eq!(
+        first.code,
+        10,
+        "{}",
+        first.stderr.lines().last().unwrap_or_default()
+    );
     assert_eq!(with_state(&dir).len(), 999, "all but the refused one");
 
     // Quiet: the listing's ten pages and one head lookup a project.
     gl.clear_requests();
     let before = state_bytes(&dir);
     let quiet = fleet(&sb, &gl, &dir, &at(10), &[]);
-    assert_eq!(quiet.code, 0, "{}", quiet.stderr.lines().last().unwrap_or_default());
+    assert_eq!(
+        quiet.code,
+        0,
+        "{}",
+        quiet.stderr.lines().last().unwrap_or_default()
+    );
     let requests = gl.requests();
     assert!(requests.len() <= 1100, "{} requests", requests.len());
     assert_eq!(gl.requests_to(Endpoint::GroupProjects).len(), 10);
@@ -345,4 +369,83 @@ fn a_quiet_thousand_project_fleet_costs_a_head_lookup_each_and_ten_moved_read_on
         "{summary}"
     );
     assert!(summary.contains("10 woke"), "{summary}");
+}
+
+#[test]
+fn four_shards_each_spending_the_whole_daily_budget_would_spend_it_four_times() {
+    let sb = Sandbox::with_files(&["auth.js"]);
+    let gl = sb.gitlab();
+    gl.serve_group(group(40), 100, &[]);
+    let ai = FakeOpenAi::start();
+    ai.answer_always(AiReply::completion());
+    let cap = [
+        "--daily-budget",
+        "1",
+        "--model",
+        "unpriced",
+        "--cost-per-call",
+        "0.10",
+    ];
+    for k in 1..=4 {
+        let before = ai.posts();
+        let dir = states(&sb, &format!("shard-{k}"));
+        let shard = format!("{k}/4");
+        let out = fleet_advised(
+            &sb,
+            &gl,
+            &ai,
+            &dir,
+            &at(600),
+            &[&cap[..], &["--shard", &shard]].concat(),
+        );
+        assert_eq!(out.code, 10, "{}", out.stderr);
+        // A quarter of $1.00 at $0.10 a call: two calls a shard.
+        assert_eq!(ai.posts() - before, 2, "{}", out.stderr);
+        let summary = out.stderr.lines().last().unwrap_or_default();
+        assert!(
+            summary.contains(&format!(
+                "shard {k}/4 with $0.25 of the $1.00 --daily-budget"
+            )),
+            "{summary}"
+        );
+        let ledger: Value =
+            serde_json::from_slice(&std::fs::read(dir.join("fleet.json")).unwrap()).unwrap();
+        assert_eq!(ledger["budget"]["share"], 0.25, "{ledger}");
+    }
+}
+
+#[test]
+fn one_busy_project_cannot_spend_the_whole_fleet_budget_past_its_project_budget() {
+    let sb = Sandbox::with_files(&["auth.js", "auth_token.js", "auth_session.js"]);
+    let gl = sb.gitlab();
+    gl.serve_group(group(3), 100, &[]);
+    let ai = FakeOpenAi::start();
+    ai.answer_always(AiReply::completion());
+    let dir = states(&sb, "fleet");
+    let cap = [
+        "--daily-budget",
+        "1",
+        "--project-budget",
+        "0.2",
+        "--model",
+        "unpriced",
+        "--cost-per-call",
+        "0.10",
+    ];
+    let out = fleet_advised(
+        &sb,
+        &gl,
+        &ai,
+        &dir,
+        &at(600),
+        &[&cap[..], &["--json"]].concat(),
+    );
+    assert_eq!(out.code, 10, "{}", out.stderr);
+    // Three files a project, two calls each within $0.20: six in all.
+    assert_eq!(ai.posts(), 6, "{}", out.stderr);
+    assert!(
+        out.stdout.contains("--project-budget is $0.20"),
+        "{}",
+        out.stdout
+    );
 }
