@@ -42,7 +42,7 @@ pub fn run(mut cli: Cli) -> Result<u8> {
     );
     match cli.command {
         // A fleet runs this very tick once per project of the group.
-        Command::Tick(args) if args.fleet.group.is_some() => {
+        Command::Tick(args) if args.fleet.is_fleet() => {
             refuse_nested_tick()?;
             crate::fleet::run(*args, &run_tick)
         }

@@ -673,6 +673,19 @@ pub struct FleetArgs {
         requires = "state_dir"
     )]
     pub group: Option<String>,
+    /// Tick the projects this file lists, in place of a group's.
+    ///
+    /// One project a line: its numeric id or its path with namespace; `#`
+    /// starts a comment. Each is looked up once (`GET /projects/:id`).
+    #[arg(
+        long,
+        env = "SENTINEL_PROJECT_LIST",
+        help_heading = FLEET,
+        value_name = "FILE",
+        requires = "state_dir",
+        conflicts_with = "group"
+    )]
+    pub project_list: Option<PathBuf>,
     /// Where a fleet keeps one state per project (`DIR/<id>/state.json`).
     #[arg(long, env = "SENTINEL_STATE_DIR", help_heading = FLEET, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
@@ -729,6 +742,13 @@ pub struct FleetArgs {
     /// busy project cannot spend the whole fleet's day.
     #[arg(long, env = "SENTINEL_PROJECT_BUDGET", help_heading = FLEET, value_name = "USD", value_parser = parse_usd)]
     pub project_budget: Option<f64>,
+}
+
+impl FleetArgs {
+    /// Whether this tick is a fleet's (`--group` or `--project-list`).
+    pub fn is_fleet(&self) -> bool {
+        self.group.is_some() || self.project_list.is_some()
+    }
 }
 
 /// A sum of USD: finite, 0 or more.

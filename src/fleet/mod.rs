@@ -6,6 +6,7 @@
 //! is the fleet's ledger (`ledger`).
 
 mod ledger;
+mod list;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -103,13 +104,18 @@ pub fn run(mut args: TickArgs, tick: &Tick) -> Result<u8> {
     let Some(dir) = args.fleet.state_dir.clone() else {
         bail!("--group needs --state-dir, where each project keeps its state");
     };
-    let group = args.fleet.group.clone().unwrap_or_default();
+    // The fleet's name: its group, else its list's file.
+    let group = match (&args.fleet.group, &args.fleet.project_list) {
+        (Some(g), _) => g.clone(),
+        (None, Some(file)) => file.display().to_string(),
+        (None, None) => String::new(),
+    };
     let selection = Selection::new(
         &args.fleet.include,
         &args.fleet.exclude,
         shard(&args, &lookup)?,
     )?;
-    let found = discover(&args, &group)?;
+    let (found, refused) = discover(&args, &group)?;
     let now = args.now.unwrap_or_else(Utc::now);
     let loaded = ledger::load(&dir, now)?;
     let budget = split_budget(&mut args, selection.shard);
@@ -122,7 +128,16 @@ pub fn run(mut args: TickArgs, tick: &Tick) -> Result<u8> {
         .iter()
         .filter(|p| selection.takes(p))
         .collect();
-    let tally = tick_all(&args, &mine, &dir, &book, tick);
+    let mut tally = tick_all(&args, &mine, &dir, &book, tick);
+    for (name, why) in refused {
+        let name = crate::report::escape::terminal(&name).into_owned();
+        let why = crate::redact::text(&why);
+        eprintln!(
+            "sentinel: {name}: error: {}",
+            crate::report::escape::terminal(&why)
+        );
+        tally.add(Ended::Failed(name));
+    }
     // A quiet fleet writes nothing but its projects' no-op journals.
     let book = book.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let learned = book.spent != loaded.spent || book.circuit != loaded.circuit;
@@ -175,8 +190,11 @@ fn tick_all(
     tally.into_inner().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The group's projects, in one bounded listing.
-fn discover(args: &TickArgs, group: &str) -> Result<crate::source::gitlab::Discovered> {
+/// The fleet's projects: the group's, in one bounded listing, or the
+/// list's, each looked up; with the list's lines GitLab refused.
+type Found = (crate::source::gitlab::Discovered, Vec<(String, String)>);
+
+fn discover(args: &TickArgs, group: &str) -> Result<Found> {
     let env = Environment::from_lookup(|k| std::env::var(k).ok());
     let mut source_args = args.source.clone();
     source_args.source = Some(SourceKind::Gitlab);
@@ -187,10 +205,18 @@ fn discover(args: &TickArgs, group: &str) -> Result<crate::source::gitlab::Disco
         bail!("--group needs the GitLab source: set --gitlab-url or SENTINEL_GITLAB_URL");
     };
     let mut gitlab = GitLabSource::new(cfg).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if let Some(file) = &args.fleet.project_list {
+        let resolved = list::resolve(&mut gitlab, &list::read(file)?);
+        let found = crate::source::gitlab::Discovered {
+            projects: resolved.projects,
+            ..Default::default()
+        };
+        return Ok((found, resolved.refused));
+    }
     let found = gitlab
         .group_projects(group, args.fleet.topic.as_deref())
         .map_err(|e| anyhow::anyhow!("the fleet could not list group `{group}`: {e}"))?;
-    Ok(found)
+    Ok((found, Vec::new()))
 }
 
 /// How one project's tick ended.
@@ -298,10 +324,13 @@ fn summary(
         _ => format!(" ({})", t.failed.join(", ")),
     };
     eprintln!(
-        "sentinel: fleet `{}`: {} project(s) listed in {} page(s), {mine} ticked{shard}: {} no-op, {} woke, {} busy, {} skipped, {} failed{failed}",
+        "sentinel: fleet `{}`: {} project(s) listed{}, {mine} ticked{shard}: {} no-op, {} woke, {} busy, {} skipped, {} failed{failed}",
         crate::report::escape::terminal(group),
         found.projects.len(),
-        found.pages,
+        match found.pages {
+            0 => String::new(),
+            pages => format!(" in {pages} page(s)"),
+        },
         t.noop,
         t.woke,
         t.busy,

@@ -449,3 +449,53 @@ fn one_busy_project_cannot_spend_the_whole_fleet_budget_past_its_project_budget(
         out.stdout
     );
 }
+
+#[test]
+fn a_project_list_ticks_exactly_the_projects_it_names_and_names_the_refused_ones() {
+    let sb = Sandbox::with_files(&["a.js"]);
+    let gl = sb.gitlab();
+    let mut projects = group(6);
+    projects.push(json!({"id": 2000, "path_with_namespace": "acme/old", "default_branch": "main", "archived": true}));
+    gl.serve_group(projects, 100, &[1003]);
+    let list = sb.root().join("fleet.txt");
+    std::fs::write(
+        &list,
+        "# the fleet\n1001\nacme/libs/p2   # by its path\n1003\n2000\nacme/libs/p4\n1001\n",
+    )
+    .unwrap();
+    let dir = states(&sb, "fleet");
+    let out = sb
+        .sentinel(["tick", "--now", &at(0), "--source", "gitlab"])
+        .args(["--gitlab-url", &gl.url(), "--project-list"])
+        .arg(&list)
+        .arg("--state-dir")
+        .arg(&dir)
+        .env("SENTINEL_GITLAB_TOKEN", TOKEN)
+        .output();
+    assert_eq!(out.code, 10, "{}", out.stderr);
+    assert_eq!(with_state(&dir), [1001, 1002, 1004].into());
+    assert_eq!(gl.requests_to(Endpoint::GroupProjects).len(), 0);
+    let summary = out.stderr.lines().last().unwrap_or_default();
+    assert!(
+        summary.contains("3 project(s) listed, 3 ticked: 0 no-op, 3 woke")
+            && summary.contains("2 failed (1003, 2000)"),
+        "{summary}"
+    );
+    assert!(
+        out.stderr.contains("2000: error: archived"),
+        "{}",
+        out.stderr
+    );
+
+    std::fs::write(&list, "1001\nacme libs\n").unwrap();
+    let bad = sb
+        .sentinel(["tick", "--now", &at(10), "--source", "gitlab"])
+        .args(["--gitlab-url", &gl.url(), "--project-list"])
+        .arg(&list)
+        .arg("--state-dir")
+        .arg(&dir)
+        .env("SENTINEL_GITLAB_TOKEN", TOKEN)
+        .output();
+    assert_eq!(bad.code, 1, "{}", bad.stderr);
+    assert!(bad.stderr.contains("line 2"), "{}", bad.stderr);
+}
