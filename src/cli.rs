@@ -742,6 +742,12 @@ pub struct FleetArgs {
     /// busy project cannot spend the whole fleet's day.
     #[arg(long, env = "SENTINEL_PROJECT_BUDGET", help_heading = FLEET, value_name = "USD", value_parser = parse_usd)]
     pub project_budget: Option<f64>,
+    /// Per-project overrides of --branch and --path, one project a line.
+    ///
+    /// `acme/libs/w branch=develop path=src` (a numeric id or a path with
+    /// namespace, then `branch=` and `path=`); `#` starts a comment.
+    #[arg(long, env = "SENTINEL_FLEET_CONFIG", help_heading = FLEET, value_name = "FILE")]
+    pub fleet_config: Option<PathBuf>,
 }
 
 impl FleetArgs {

@@ -7,6 +7,7 @@
 
 mod ledger;
 mod list;
+mod overrides;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -119,6 +120,7 @@ pub fn run(mut args: TickArgs, tick: &Tick) -> Result<u8> {
     let now = args.now.unwrap_or_else(Utc::now);
     let loaded = ledger::load(&dir, now)?;
     let budget = split_budget(&mut args, selection.shard);
+    let overrides = overrides::read(args.fleet.fleet_config.as_deref())?;
     let book = Arc::new(Mutex::new(FleetBook {
         budget: Some(budget),
         ..loaded.clone()
@@ -128,7 +130,7 @@ pub fn run(mut args: TickArgs, tick: &Tick) -> Result<u8> {
         .iter()
         .filter(|p| selection.takes(p))
         .collect();
-    let mut tally = tick_all(&args, &mine, &dir, &book, tick);
+    let mut tally = tick_all(&args, (&mine, &overrides), &dir, &book, tick);
     for (name, why) in refused {
         let name = crate::report::escape::terminal(&name).into_owned();
         let why = crate::redact::text(&why);
@@ -159,7 +161,7 @@ pub fn run(mut args: TickArgs, tick: &Tick) -> Result<u8> {
 /// the orphans of the whole process.
 fn tick_all(
     args: &TickArgs,
-    projects: &[&GroupProject],
+    (projects, overrides): (&[&GroupProject], &overrides::Overrides),
     dir: &Path,
     book: &Arc<Mutex<FleetBook>>,
     tick: &Tick,
@@ -181,7 +183,7 @@ fn tick_all(
                         calls: calls.clone(),
                         project_budget: args.fleet.project_budget,
                     };
-                    let ended = tick_one(args, p, dir, share, tick);
+                    let ended = tick_one(args, (p, overrides.of(p)), dir, share, tick);
                     tally.lock().unwrap_or_else(|e| e.into_inner()).add(ended);
                 }
             });
@@ -247,14 +249,18 @@ impl Tally {
 /// with its place in the fleet; its line names the project.
 fn tick_one(
     args: &TickArgs,
-    p: &GroupProject,
+    (p, over): (&GroupProject, Option<&overrides::Override>),
     dir: &Path,
     share: FleetShare,
     tick: &Tick,
 ) -> Ended {
     let name = crate::report::escape::terminal(&p.path_with_namespace).into_owned();
     let label = format!("{name} (#{})", p.id);
-    let Some(branch) = (args.source.branch.clone()).or_else(|| p.default_branch.clone()) else {
+    // The fleet config's line for the project beats the fleet's flags.
+    let branch = (over.and_then(|o| o.branch.clone()))
+        .or_else(|| args.source.branch.clone())
+        .or_else(|| p.default_branch.clone());
+    let Some(branch) = branch else {
         eprintln!("sentinel: {label}: no repository yet, skipped");
         return Ended::Skipped;
     };
@@ -265,6 +271,9 @@ fn tick_one(
     one.source.source = Some(SourceKind::Gitlab);
     one.source.project = Some(p.id.to_string());
     one.source.branch = Some(branch);
+    if let Some(path) = over.and_then(|o| o.path.clone()) {
+        one.source.path = Some(path);
+    }
     one.state.state = Some(state_path(dir, p.id));
     match tick(one) {
         Ok(0) => Ended::NoOp,

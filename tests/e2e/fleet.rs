@@ -499,3 +499,49 @@ fn a_project_list_ticks_exactly_the_projects_it_names_and_names_the_refused_ones
     assert_eq!(bad.code, 1, "{}", bad.stderr);
     assert!(bad.stderr.contains("line 2"), "{}", bad.stderr);
 }
+
+#[test]
+fn a_fleet_config_line_gives_one_project_its_own_branch_and_path() {
+    let sb = Sandbox::with_files(&["a.js"]);
+    sb.repo.git(&["branch", "develop"]);
+    let gl = sb.gitlab();
+    gl.serve_group(group(3), 100, &[]);
+    let config = sb.root().join("fleet.conf");
+    std::fs::write(
+        &config,
+        "# per-project overrides\nacme/apps/p1 branch=develop\n1002 path=libs  # by id\n",
+    )
+    .unwrap();
+    let dir = states(&sb, "fleet");
+    let run = |config: &Path| {
+        sb.sentinel(["tick", "--now", &at(0), "--source", "gitlab"])
+            .args(["--gitlab-url", &gl.url(), "--group", "acme", "--state-dir"])
+            .arg(&dir)
+            .args(["--path", "libs/shared", "--fleet-config"])
+            .arg(config)
+            .env("SENTINEL_GITLAB_TOKEN", TOKEN)
+            .output()
+    };
+    let out = run(&config);
+    assert_eq!(out.code, 10, "{}", out.stderr);
+    let scope = |id: u64| -> (String, String) {
+        let state: Value = serde_json::from_slice(
+            &std::fs::read(dir.join(id.to_string()).join("state.json")).unwrap(),
+        )
+        .unwrap();
+        let s = &state["scope"];
+        (
+            s["branch"].as_str().unwrap().into(),
+            s["path"].as_str().unwrap().into(),
+        )
+    };
+    assert_eq!(scope(1001), ("develop".into(), "libs/shared".into()));
+    assert_eq!(scope(1002), ("main".into(), "libs".into()));
+    assert_eq!(scope(1003), ("main".into(), "libs/shared".into()));
+
+    let bad = sb.root().join("bad.conf");
+    std::fs::write(&bad, "acme/apps/p1 branch=develop\nacme/apps/p3 colour=red\n").unwrap();
+    let out = run(&bad);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(out.stderr.contains("bad.conf` line 2"), "{}", out.stderr);
+}
