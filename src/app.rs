@@ -408,6 +408,9 @@ fn read_signals(
 }
 
 fn run_stats(args: StatsArgs) -> Result<u8> {
+    if let Some(dir) = &args.state_dir {
+        return crate::fleet::stats::run(&args, dir);
+    }
     let path = args.state.resolve(&args.repo);
     let Some(state) = store::load(&path)? else {
         bail!(

@@ -1339,6 +1339,10 @@ pub struct StatsArgs {
     pub repo: PathBuf,
     #[command(flatten)]
     pub state: StateArg,
+    /// A fleet's state directory (`sentinel tick --state-dir`): its projects
+    /// by last outcome, the day's spend by project, the held ones.
+    #[arg(long, env = "SENTINEL_STATE_DIR", help_heading = STATE, value_name = "DIR", conflicts_with = "state")]
+    pub state_dir: Option<PathBuf>,
     /// The advisor's daily limit in USD.
     ///
     /// To show what is left of it.

@@ -8,6 +8,7 @@
 mod ledger;
 mod list;
 mod overrides;
+pub mod stats;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -540,8 +540,90 @@ fn a_fleet_config_line_gives_one_project_its_own_branch_and_path() {
     assert_eq!(scope(1003), ("main".into(), "libs/shared".into()));
 
     let bad = sb.root().join("bad.conf");
-    std::fs::write(&bad, "acme/apps/p1 branch=develop\nacme/apps/p3 colour=red\n").unwrap();
+    std::fs::write(
+        &bad,
+        "acme/apps/p1 branch=develop\nacme/apps/p3 colour=red\n",
+    )
+    .unwrap();
     let out = run(&bad);
     assert_eq!(out.code, 1, "{}", out.stderr);
     assert!(out.stderr.contains("bad.conf` line 2"), "{}", out.stderr);
+}
+
+/// `sentinel stats --state-dir DIR` in `format`.
+fn fleet_stats(sb: &Sandbox, dir: &Path, now: &str, format: &str) -> Output {
+    sb.sentinel(["stats", "--now", now, "--format", format, "--state-dir"])
+        .arg(dir)
+        .output()
+}
+
+#[test]
+fn fleet_stats_say_each_project_by_last_outcome_and_its_spend_in_one_narrow_table() {
+    let sb = Sandbox::with_files(&["auth.js"]);
+    let gl = sb.gitlab();
+    gl.serve_group(group(4), 100, &[]);
+    let ai = FakeOpenAi::start();
+    ai.answer_always(AiReply::completion());
+    let dir = states(&sb, "fleet");
+    let cap = ["--model", "unpriced", "--cost-per-call", "0.10"];
+    let first = fleet_advised(&sb, &gl, &ai, &dir, &at(600), &cap);
+    assert_eq!(first.code, 10, "{}", first.stderr);
+    // One project has not moved since; the rest tick quiet.
+    let quiet = fleet_advised(&sb, &gl, &ai, &dir, &at(610), &cap);
+    assert_eq!(quiet.code, 0, "{}", quiet.stderr);
+    std::fs::create_dir_all(dir.join("1999")).unwrap();
+    std::fs::write(dir.join("1999").join("state.json"), b"{damaged").unwrap();
+
+    let table = fleet_stats(&sb, &dir, &at(620), "table");
+    assert_eq!(table.code, 0, "{}", table.stderr);
+    for line in table.stdout.lines() {
+        assert!(line.chars().count() <= 100, "{line:?}");
+    }
+    for want in ["#1001", "no_op", "$0.1000", "#1999", "damaged", "fleet: 5"] {
+        assert!(table.stdout.contains(want), "{want}: {}", table.stdout);
+    }
+
+    let json: Value =
+        serde_json::from_str(&fleet_stats(&sb, &dir, &at(620), "json").stdout).unwrap();
+    assert_eq!(
+        json["by_outcome"],
+        json!({"no_op": 4, "damaged": 1}),
+        "{json}"
+    );
+    assert!(
+        (json["spent_today"].as_f64().unwrap() - 0.4).abs() < 1e-9,
+        "{json}"
+    );
+    assert_eq!(json["budget"]["share"], 2.0, "{json}");
+
+    let prom = fleet_stats(&sb, &dir, &at(620), "prometheus").stdout;
+    assert!(
+        prom.contains("sentinel_fleet_projects{outcome=\"no_op\"} 4"),
+        "{prom}"
+    );
+    assert!(
+        prom.contains("sentinel_fleet_spent_today_usd{project=\"1002\"} 0.1"),
+        "{prom}"
+    );
+}
+
+#[test]
+fn fleet_stats_name_the_projects_a_quota_wall_holds() {
+    let sb = Sandbox::with_files(&["auth.js"]);
+    let gl = sb.gitlab();
+    gl.serve_group(group(3), 100, &[]);
+    let ai = FakeOpenAi::start();
+    ai.answer_always(AiReply::quota());
+    let dir = states(&sb, "fleet");
+    let out = fleet_advised(&sb, &gl, &ai, &dir, &at(600), &["--shard", "1/1"]);
+    assert_eq!(out.code, 10, "{}", out.stderr);
+    let json: Value =
+        serde_json::from_str(&fleet_stats(&sb, &dir, &at(620), "json").stdout).unwrap();
+    assert_eq!(json["held"], 3, "{json}");
+    assert_eq!(json["held_until"], "2026-06-17T00:00:00Z", "{json}");
+    let table = fleet_stats(&sb, &dir, &at(620), "table").stdout;
+    assert!(
+        table.contains("3 held, fleet until 2026-06-17 00:00 UTC"),
+        "{table}"
+    );
 }
