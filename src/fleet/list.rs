@@ -32,10 +32,11 @@ pub fn parse(file: &Path, text: &str) -> Result<Vec<Listed>> {
         if name.is_empty() {
             continue;
         }
+        // GitLab's path segments: letters, digits, `-`, `_` and `.`.
         let path_like = name
             .split('/')
             .all(|s| !s.is_empty() && s.chars().all(|c| c.is_alphanumeric() || "-_.".contains(c)));
-        if !path_like || (name.contains('/') && name.split('/').count() < 2) {
+        if !path_like {
             bail!(
                 "`{}` line {line}: `{}` is not a project: write its numeric id or its path with namespace (`group/project`), one a line",
                 file.display(),
