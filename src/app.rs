@@ -42,7 +42,7 @@ pub fn run(mut cli: Cli) -> Result<u8> {
     );
     match cli.command {
         // A fleet runs this very tick once per project of the group.
-        Command::Tick(args) if args.fleet.group.is_some() => {
+        Command::Tick(args) if args.fleet.is_fleet() => {
             refuse_nested_tick()?;
             crate::fleet::run(*args, &run_tick)
         }
@@ -431,6 +431,9 @@ fn read_signals(
 }
 
 fn run_stats(args: StatsArgs) -> Result<u8> {
+    if let Some(dir) = &args.state_dir {
+        return crate::fleet::stats::run(&args, dir);
+    }
     let path = args.state.resolve(&args.repo);
     let Some(state) = store::load(&path)? else {
         bail!(

@@ -673,6 +673,19 @@ pub struct FleetArgs {
         requires = "state_dir"
     )]
     pub group: Option<String>,
+    /// Tick the projects this file lists, in place of a group's.
+    ///
+    /// One project a line: its numeric id or its path with namespace; `#`
+    /// starts a comment. Each is looked up once (`GET /projects/:id`).
+    #[arg(
+        long,
+        env = "SENTINEL_PROJECT_LIST",
+        help_heading = FLEET,
+        value_name = "FILE",
+        requires = "state_dir",
+        conflicts_with = "group"
+    )]
+    pub project_list: Option<PathBuf>,
     /// Where a fleet keeps one state per project (`DIR/<id>/state.json`).
     #[arg(long, env = "SENTINEL_STATE_DIR", help_heading = FLEET, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
@@ -723,6 +736,35 @@ pub struct FleetArgs {
         value_parser = clap::builder::BoolishValueParser::new()
     )]
     pub strict: bool,
+    /// The most one project of the fleet may spend a day, in USD.
+    ///
+    /// Within the fleet's --daily-budget (each shard's share of it), so one
+    /// busy project cannot spend the whole fleet's day.
+    #[arg(long, env = "SENTINEL_PROJECT_BUDGET", help_heading = FLEET, value_name = "USD", value_parser = parse_usd)]
+    pub project_budget: Option<f64>,
+    /// Per-project overrides of --branch and --path, one project a line.
+    ///
+    /// `acme/libs/w branch=develop path=src` (a numeric id or a path with
+    /// namespace, then `branch=` and `path=`); `#` starts a comment.
+    #[arg(long, env = "SENTINEL_FLEET_CONFIG", help_heading = FLEET, value_name = "FILE")]
+    pub fleet_config: Option<PathBuf>,
+}
+
+impl FleetArgs {
+    /// Whether this tick is a fleet's (`--group` or `--project-list`).
+    pub fn is_fleet(&self) -> bool {
+        self.group.is_some() || self.project_list.is_some()
+    }
+}
+
+/// A sum of USD: finite, 0 or more.
+fn parse_usd(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!(
+            "`{s}` is not a sum of USD: write a number, 0 or more"
+        )),
+    }
 }
 
 #[derive(Debug, Clone, Args)]
@@ -1308,6 +1350,10 @@ pub struct StatsArgs {
     pub repo: PathBuf,
     #[command(flatten)]
     pub state: StateArg,
+    /// A fleet's state directory (`sentinel tick --state-dir`): its projects
+    /// by last outcome, the day's spend by project, the held ones.
+    #[arg(long, env = "SENTINEL_STATE_DIR", help_heading = STATE, value_name = "DIR", conflicts_with = "state")]
+    pub state_dir: Option<PathBuf>,
     /// The advisor's daily limit in USD.
     ///
     /// To show what is left of it.

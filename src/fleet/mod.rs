@@ -6,6 +6,9 @@
 //! is the fleet's ledger (`ledger`).
 
 mod ledger;
+mod list;
+mod overrides;
+pub mod stats;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -18,7 +21,7 @@ use sha2::{Digest, Sha256};
 use crate::cli::{Environment, SourceKind, TickArgs};
 use crate::exit;
 use crate::source::gitlab::{GitLabSource, GroupProject};
-use crate::tick::{FleetBook, FleetShare};
+use crate::tick::{FleetBook, FleetBudget, FleetShare};
 
 /// A glob over a project's path with namespace: `*` within a segment.
 pub fn path_glob(pattern: &str) -> Result<globset::Glob, String> {
@@ -98,34 +101,55 @@ struct Tally {
 pub type Tick = dyn Fn(TickArgs) -> Result<u8> + Sync;
 
 /// Discover, select and tick; the exit code is the fleet's.
-pub fn run(args: TickArgs, tick: &Tick) -> Result<u8> {
+pub fn run(mut args: TickArgs, tick: &Tick) -> Result<u8> {
     let lookup = |k: &str| std::env::var(k).ok();
     let Some(dir) = args.fleet.state_dir.clone() else {
         bail!("--group needs --state-dir, where each project keeps its state");
     };
-    let group = args.fleet.group.clone().unwrap_or_default();
+    // The fleet's name: its group, else its list's file.
+    let group = match (&args.fleet.group, &args.fleet.project_list) {
+        (Some(g), _) => g.clone(),
+        (None, Some(file)) => file.display().to_string(),
+        (None, None) => String::new(),
+    };
     let selection = Selection::new(
         &args.fleet.include,
         &args.fleet.exclude,
         shard(&args, &lookup)?,
     )?;
-    let found = discover(&args, &group)?;
+    let (found, refused) = discover(&args, &group)?;
     let now = args.now.unwrap_or_else(Utc::now);
     let loaded = ledger::load(&dir, now)?;
-    let book = Arc::new(Mutex::new(loaded.clone()));
+    let budget = split_budget(&mut args, selection.shard);
+    let overrides = overrides::read(args.fleet.fleet_config.as_deref())?;
+    let book = Arc::new(Mutex::new(FleetBook {
+        budget: Some(budget),
+        ..loaded.clone()
+    }));
     let mine: Vec<&GroupProject> = found
         .projects
         .iter()
         .filter(|p| selection.takes(p))
         .collect();
-    let tally = tick_all(&args, &mine, &dir, &book, tick);
+    let mut tally = tick_all(&args, (&mine, &overrides), &dir, &book, tick);
+    for (name, why) in refused {
+        let name = crate::report::escape::terminal(&name).into_owned();
+        let why = crate::redact::text(&why);
+        eprintln!(
+            "sentinel: {name}: error: {}",
+            crate::report::escape::terminal(&why)
+        );
+        tally.add(Ended::Failed(name));
+    }
     // A quiet fleet writes nothing but its projects' no-op journals.
     let book = book.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let learned = book.spent != loaded.spent || book.circuit != loaded.circuit;
+    // A ledger once written says the budget it counted against.
+    let learned = learned || (loaded.budget.is_some() && loaded.budget != book.budget);
     if learned && !args.dry_run {
         ledger::save(&dir, &book)?;
     }
-    summary(&group, &found, mine.len(), &selection, &tally);
+    summary(&group, &found, mine.len(), &budget, &tally);
     Ok(match (&tally.failed[..], tally.wake) {
         ([_, ..], _) if args.fleet.strict => 1,
         (_, Some(code)) => code,
@@ -138,7 +162,7 @@ pub fn run(args: TickArgs, tick: &Tick) -> Result<u8> {
 /// the orphans of the whole process.
 fn tick_all(
     args: &TickArgs,
-    projects: &[&GroupProject],
+    (projects, overrides): (&[&GroupProject], &overrides::Overrides),
     dir: &Path,
     book: &Arc<Mutex<FleetBook>>,
     tick: &Tick,
@@ -158,8 +182,9 @@ fn tick_all(
                         id: p.id,
                         book: book.clone(),
                         calls: calls.clone(),
+                        project_budget: args.fleet.project_budget,
                     };
-                    let ended = tick_one(args, p, dir, share, tick);
+                    let ended = tick_one(args, (p, overrides.of(p)), dir, share, tick);
                     tally.lock().unwrap_or_else(|e| e.into_inner()).add(ended);
                 }
             });
@@ -168,8 +193,11 @@ fn tick_all(
     tally.into_inner().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The group's projects, in one bounded listing.
-fn discover(args: &TickArgs, group: &str) -> Result<crate::source::gitlab::Discovered> {
+/// The fleet's projects: the group's, in one bounded listing, or the
+/// list's, each looked up; with the list's lines GitLab refused.
+type Found = (crate::source::gitlab::Discovered, Vec<(String, String)>);
+
+fn discover(args: &TickArgs, group: &str) -> Result<Found> {
     let env = Environment::from_lookup(|k| std::env::var(k).ok());
     let mut source_args = args.source.clone();
     source_args.source = Some(SourceKind::Gitlab);
@@ -180,10 +208,18 @@ fn discover(args: &TickArgs, group: &str) -> Result<crate::source::gitlab::Disco
         bail!("--group needs the GitLab source: set --gitlab-url or SENTINEL_GITLAB_URL");
     };
     let mut gitlab = GitLabSource::new(cfg).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if let Some(file) = &args.fleet.project_list {
+        let resolved = list::resolve(&mut gitlab, &list::read(file)?);
+        let found = crate::source::gitlab::Discovered {
+            projects: resolved.projects,
+            ..Default::default()
+        };
+        return Ok((found, resolved.refused));
+    }
     let found = gitlab
         .group_projects(group, args.fleet.topic.as_deref())
         .map_err(|e| anyhow::anyhow!("the fleet could not list group `{group}`: {e}"))?;
-    Ok(found)
+    Ok((found, Vec::new()))
 }
 
 /// How one project's tick ended.
@@ -214,14 +250,18 @@ impl Tally {
 /// with its place in the fleet; its line names the project.
 fn tick_one(
     args: &TickArgs,
-    p: &GroupProject,
+    (p, over): (&GroupProject, Option<&overrides::Override>),
     dir: &Path,
     share: FleetShare,
     tick: &Tick,
 ) -> Ended {
     let name = crate::report::escape::terminal(&p.path_with_namespace).into_owned();
     let label = format!("{name} (#{})", p.id);
-    let Some(branch) = (args.source.branch.clone()).or_else(|| p.default_branch.clone()) else {
+    // The fleet config's line for the project beats the fleet's flags.
+    let branch = (over.and_then(|o| o.branch.clone()))
+        .or_else(|| args.source.branch.clone())
+        .or_else(|| p.default_branch.clone());
+    let Some(branch) = branch else {
         eprintln!("sentinel: {label}: no repository yet, skipped");
         return Ended::Skipped;
     };
@@ -232,6 +272,9 @@ fn tick_one(
     one.source.source = Some(SourceKind::Gitlab);
     one.source.project = Some(p.id.to_string());
     one.source.branch = Some(branch);
+    if let Some(path) = over.and_then(|o| o.path.clone()) {
+        one.source.path = Some(path);
+    }
     one.state.state = Some(state_path(dir, p.id));
     match tick(one) {
         Ok(0) => Ended::NoOp,
@@ -254,17 +297,35 @@ pub fn state_path(dir: &Path, id: u64) -> PathBuf {
     dir.join(id.to_string()).join("state.json")
 }
 
+/// Each shard's budget is its even share of the fleet's `--daily-budget`:
+/// N shards each spending the whole of it would spend N times the budget.
+/// The projects' ticks count against the share.
+fn split_budget(args: &mut TickArgs, shard: (u32, u32)) -> FleetBudget {
+    let daily_budget = args.llm.daily_budget;
+    let share = daily_budget / f64::from(shard.1.max(1));
+    args.llm.daily_budget = share;
+    FleetBudget {
+        daily_budget,
+        shard,
+        share,
+        project_budget: args.fleet.project_budget,
+    }
+}
+
 /// The fleet's line: what was found, what this shard took, how it ended.
 fn summary(
     group: &str,
     found: &crate::source::gitlab::Discovered,
     mine: usize,
-    selection: &Selection,
+    budget: &FleetBudget,
     t: &Tally,
 ) {
-    let (k, n) = selection.shard;
+    let (k, n) = budget.shard;
     let shard = if n > 1 {
-        format!(", shard {k}/{n}")
+        format!(
+            ", shard {k}/{n} with ${:.2} of the ${:.2} --daily-budget",
+            budget.share, budget.daily_budget
+        )
     } else {
         String::new()
     };
@@ -273,10 +334,13 @@ fn summary(
         _ => format!(" ({})", t.failed.join(", ")),
     };
     eprintln!(
-        "sentinel: fleet `{}`: {} project(s) listed in {} page(s), {mine} ticked{shard}: {} no-op, {} woke, {} busy, {} skipped, {} failed{failed}",
+        "sentinel: fleet `{}`: {} project(s) listed{}, {mine} ticked{shard}: {} no-op, {} woke, {} busy, {} skipped, {} failed{failed}",
         crate::report::escape::terminal(group),
         found.projects.len(),
-        found.pages,
+        match found.pages {
+            0 => String::new(),
+            pages => format!(" in {pages} page(s)"),
+        },
         t.noop,
         t.woke,
         t.busy,

@@ -96,6 +96,9 @@ pub struct FleetShare {
     /// but call one after the other, so each sees the budget and the
     /// circuit the call before it left (a quota wall costs one call).
     pub calls: std::sync::Arc<std::sync::Mutex<()>>,
+    /// `--project-budget`: the most this project may spend a day, within
+    /// the fleet's budget.
+    pub project_budget: Option<f64>,
 }
 
 /// What a fleet's projects share: `--daily-budget` is one budget for all of
@@ -113,9 +116,28 @@ pub struct FleetBook {
     /// The provider's circuit as a project last left it open.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub circuit: Option<crate::llm::protocol::Circuit>,
+    /// The budget this ledger's fleet (or shard) had when last written:
+    /// `--daily-budget` over the shards, said by `stats`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<FleetBudget>,
     /// What calls under way reserved, by project: never saved.
     #[serde(skip)]
     pub pending: std::collections::BTreeMap<u64, f64>,
+}
+
+/// A shard's share of the fleet's budget: `daily_budget / shards`.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FleetBudget {
+    /// `--daily-budget`, the whole fleet's.
+    pub daily_budget: f64,
+    /// This ledger's shard, `[k, n]`.
+    pub shard: (u32, u32),
+    /// This shard's share, USD a day.
+    pub share: f64,
+    /// `--project-budget`, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project_budget: Option<f64>,
 }
 
 impl FleetBook {

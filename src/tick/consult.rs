@@ -356,11 +356,20 @@ impl Work<'_> {
         // A fleet's budget is one for all its projects: what the others
         // spent today, or hold for a call under way, is not this one's.
         let others = book.as_ref().map_or(0.0, |(id, b)| b.others(*id));
-        let limit = (settings.daily_budget - others).max(0.0);
+        let fleet_limit = (settings.daily_budget - others).max(0.0);
+        let own = settings.fleet.as_ref().and_then(|f| f.project_budget);
+        let limit = own.map_or(fleet_limit, |own| own.min(fleet_limit));
         if let Err(why) = budget::admit(&mut state.llm.budget, limit, reserve, now) {
-            let fleet = match book {
-                Some(_) => format!(" (the fleet's, less ${others:.4} its other projects spent)"),
-                None => String::new(),
+            let fleet = match (book.is_some(), own) {
+                (true, Some(own)) if own < fleet_limit => {
+                    format!(
+                        " (the fleet's, less ${others:.4} its other projects spent; this project's --project-budget is ${own:.2})"
+                    )
+                }
+                (true, _) => {
+                    format!(" (the fleet's, less ${others:.4} its other projects spent)")
+                }
+                (false, _) => String::new(),
             };
             return Err((
                 Outcome::Deferred,

@@ -25,8 +25,8 @@ mod waiting;
 use anyhow::Result;
 
 pub use config::{
-    AdvisorSettings, FleetBook, FleetShare, LegacyEvidence, TickConfig, current_evidence,
-    legacy_evidence,
+    AdvisorSettings, FleetBook, FleetBudget, FleetShare, LegacyEvidence, TickConfig,
+    current_evidence, legacy_evidence,
 };
 pub use facts::{
     Current, DEFAULT_MAX_FILE_BYTES, Judging, SUMMARY_RULES, content_hash, current_fingerprint,

@@ -1034,9 +1034,10 @@ fn the_fleet_component_ticks_a_group_per_shard_with_its_own_state() {
         "set -- --source gitlab --gitlab-url \"$fleet_url\" --group \"$fleet_group\" --shard \"$shard\" --daily-budget \"$budget\""
     ));
     assert!(scope.contains("unset SENTINEL_GROUP SENTINEL_STATE_DIR"));
+    // The whole budget: sentinel itself splits it across the shards.
     assert!(
-        scope.contains("b / n"),
-        "the budget is split across the shards"
+        scope.contains("budget='$[[ inputs.daily_budget ]]'") && !scope.contains("b / n"),
+        "the fleet's budget is passed whole"
     );
     let state = block(FLEET_COMPONENT, &body, "fleet-state");
     assert!(state.contains("state_package=\"sentinel-state-$scope\""));

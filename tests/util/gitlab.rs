@@ -695,17 +695,23 @@ impl Shared {
             return self.group_projects(call);
         }
         let project = &call.segments[3];
-        let (in_group, forbidden) = {
+        // A group's project, by its id or its path with namespace.
+        let (entry, forbidden) = {
             let settings = lock(&self.settings);
-            let id = project.parse::<u64>().ok();
-            (
-                settings
-                    .group
-                    .iter()
-                    .any(|p| p["id"].as_u64().is_some() && p["id"].as_u64() == id),
-                id.is_some_and(|id| settings.forbidden.contains(&id)),
-            )
+            let entry = settings
+                .group
+                .iter()
+                .find(|p| {
+                    p["id"]
+                        .as_u64()
+                        .is_some_and(|id| id.to_string() == *project)
+                        || p["path_with_namespace"] == project.as_str()
+                })
+                .cloned();
+            let id = entry.as_ref().and_then(|p| p["id"].as_u64());
+            (entry, id.is_some_and(|id| settings.forbidden.contains(&id)))
         };
+        let in_group = entry.is_some();
         if forbidden {
             return Response::json(403, &json!({"message": "403 Forbidden"}));
         }
@@ -713,6 +719,8 @@ impl Shared {
             return Response::error(404, "404-project.json");
         }
         match call.endpoint {
+            // As GitLab shows a project: the group's listing object.
+            Endpoint::Project if in_group => Response::json(200, &entry.unwrap_or_default()),
             Endpoint::Project => Response::json(
                 200,
                 &fill(

@@ -84,3 +84,21 @@ fn group_error(group: &str, e: SourceError) -> SourceError {
         other => other,
     }
 }
+
+impl GitLabSource {
+    /// One project as `GET /projects/:id` shows it (`id_or_path` is its
+    /// numeric id or its path with namespace): a `--project-list` line.
+    pub fn project_entry(&mut self, id_or_path: &str) -> Result<GroupProject, SourceError> {
+        let url = format!("{}/projects/{}", self.cfg.base, encode(id_or_path));
+        // Asked as a listing page is (retried on 429, bounded the same), but
+        // its errors name what was asked.
+        let said = |m: String| m.replace("the group's project listing", "the project lookup");
+        let (project, _): (GroupProject, _) =
+            self.get_json(Kind::Group, &url).map_err(|e| match e {
+                SourceError::Unavailable(m) => SourceError::Unavailable(said(m)),
+                SourceError::Config(m) => SourceError::Config(said(m)),
+                other => other,
+            })?;
+        Ok(project)
+    }
+}
