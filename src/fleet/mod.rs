@@ -1,6 +1,8 @@
 //! A fleet tick: every project of a GitLab group, discovered in one
-//! listing, filtered, sharded, and ticked one after the other, each with a
-//! state of its own under `--state-dir` and exactly the single-project tick.
+//! listing (or named in `--project-list`), filtered, sharded, and ticked
+//! `--jobs` at a time (their calls to the model one after the other), each
+//! with a state of its own under `--state-dir` and exactly the
+//! single-project tick.
 //!
 //! What the projects share (one `--daily-budget`, the provider's circuit)
 //! is the fleet's ledger (`ledger`).
