@@ -532,7 +532,7 @@ fn git_blob_id(bytes: &[u8], hex_len: usize) -> String {
         h.update(bytes);
         h.finalize().to_vec()
     };
-    crate::gate::policy::hex(&digest)
+    hex::encode(digest)
 }
 
 fn is_object_id(id: &str) -> bool {
