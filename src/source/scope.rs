@@ -170,6 +170,7 @@ mod tests {
             "https://host#a@b/",
             "https://gitlab.example.com:443/g/p.git",
             "https://[2001:db8::1]:8443/g/p.git",
+            "https://[2001:db8::1]?x=a@b/",
         ] {
             assert_eq!(without_credentials(url), url);
         }
