@@ -109,6 +109,15 @@ pub fn location(url: &str) -> String {
 pub fn host(url: &str) -> Option<String> {
     let uri = parse(url)?;
     let authority = uri.authority()?;
+    // http reads a port it cannot parse (`:443abc`, `:99999`) as none, the
+    // scheme's default: such an address is no origin to compare.
+    let whole = authority.as_str();
+    let host_end =
+        authority.host().as_ptr() as usize - whole.as_ptr() as usize + authority.host().len();
+    match whole[host_end..].strip_prefix(':') {
+        Some(port) if !port.is_empty() && port.parse::<u16>().is_err() => return None,
+        _ => {}
+    }
     let host = authority.host().to_ascii_lowercase();
     let default = match uri.scheme_str()?.to_ascii_lowercase().as_str() {
         "https" => Some(443),
@@ -222,6 +231,9 @@ mod tests {
         assert_ne!(origin("https://h/"), origin("https://h.evil/"));
         assert_eq!(origin("https://h?@evil/").as_deref(), Some("https://h"));
         assert_eq!(origin("git@h:g/p.git"), None);
+        assert_eq!(origin("https://h:443abc/"), None);
+        assert_eq!(origin("https://h:99999/"), None);
+        assert_eq!(origin("https://h:/").as_deref(), Some("https://h"));
         assert_eq!(origin("/api/v4"), None);
     }
 
