@@ -1,5 +1,6 @@
 //! sentinel: a one-shot guard that keeps a scheduled code-maintenance agent from going in circles.
 
+pub mod address;
 #[cfg(test)]
 mod alloc_count;
 pub mod app;

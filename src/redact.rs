@@ -406,14 +406,9 @@ fn serialise<T: Serialize + ?Sized>(value: &T, pretty: bool) -> serde_json::Resu
 /// The password (and `user:password`) of a `scheme://user:password@host` address,
 /// as written and percent-decoded.
 fn url_credentials(url: &str) -> Vec<String> {
-    let Some((_, rest)) = url.split_once("://") else {
+    let Some(userinfo) = crate::address::credentials(url) else {
         return Vec::new();
     };
-    let host_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let Some(at) = rest[..host_end].rfind('@') else {
-        return Vec::new();
-    };
-    let userinfo = &rest[..at];
     let mut out = vec![userinfo.to_string(), percent_decode(userinfo)];
     if let Some((_, password)) = userinfo.split_once(':') {
         out.push(password.to_string());
@@ -424,41 +419,27 @@ fn url_credentials(url: &str) -> Vec<String> {
 
 /// Everything but RFC 3986's unreserved characters percent-encoded, as a
 /// query string or a form body would carry the value.
+/// With `lower`, the escapes' hex digits are lowercase, as some clients
+/// write them; the letters that pass keep their case.
 fn percent_encode(s: &str, lower: bool) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b as char);
-        } else if lower {
-            out.push_str(&format!("%{b:02x}"));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
+    let encoded = percent_encoding::utf8_percent_encode(s, crate::address::UNRESERVED);
+    if !lower {
+        return encoded.to_string();
     }
-    out
+    // The encoder yields each escape as its own `%XX` piece, and `%` never
+    // passes unescaped, so only escapes start with it.
+    encoded
+        .map(|piece| match piece.starts_with('%') {
+            true => piece.to_ascii_lowercase(),
+            false => piece.to_string(),
+        })
+        .collect()
 }
 
 fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes
-            .get(i + 1..i + 3)
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (bytes[i], hex) {
-            (b'%', Some(b)) => {
-                out.push(b);
-                i += 3;
-            }
-            (b, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 /// The value of a credential header line (`Authorization: Bearer x`,

@@ -4,7 +4,6 @@ use chrono::{DateTime, Duration, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::policy::hex;
 pub use crate::state::records::autonomy::{AutonomyState, Trigger, TriggerKind};
 
 /// Reconsiderations per UTC day when nothing is configured.
@@ -102,7 +101,7 @@ pub fn trigger_fingerprint(t: &Trigger) -> String {
         h.update((part.len() as u64).to_le_bytes());
         h.update(part.as_bytes());
     }
-    hex(&h.finalize()[..8])
+    hex::encode(&h.finalize()[..8])
 }
 
 /// A file that might be reconsidered, with the fact that would justify it.

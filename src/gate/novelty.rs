@@ -4,7 +4,6 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use super::policy::hex;
 use crate::state::{Decision, FileRecord, Outcome};
 
 /// Everything that would change the answer for one file.
@@ -117,7 +116,7 @@ fn push_deps(out: &mut String, deps: Option<&[(&str, &str)]>) {
                 sorted.sort();
                 sorted.into_iter().for_each(add);
             }
-            out.push_str(&hex(&h.finalize()[..6]));
+            out.push_str(&hex::encode(&h.finalize()[..6]));
         }
     }
 }
@@ -584,12 +583,12 @@ mod tests {
         for (path, blob) in sorted {
             h.update(format!("{path}\0{blob}\0").as_bytes());
         }
-        let expected = hex(&h.finalize()[..6]);
+        let expected = hex::encode(&h.finalize()[..6]);
         assert_eq!(deps_of(&sorted), expected);
         assert_eq!(deps_of(&[sorted[2], sorted[0], sorted[1]]), expected);
         assert_eq!(deps_of(&[sorted[1], sorted[2], sorted[0]]), expected);
         let mut one = Sha256::new();
         one.update(b"a.js\x001111\x00");
-        assert_eq!(deps_of(&sorted[..1]), hex(&one.finalize()[..6]));
+        assert_eq!(deps_of(&sorted[..1]), hex::encode(&one.finalize()[..6]));
     }
 }

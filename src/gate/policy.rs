@@ -356,17 +356,7 @@ fn short_hash(parts: &[&str]) -> String {
         h.update(part.as_bytes());
         h.update([0u8]);
     }
-    hex(&h.finalize()[..6])
-}
-
-pub fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(char::from(DIGITS[usize::from(b >> 4)]));
-        s.push(char::from(DIGITS[usize::from(b & 15)]));
-    }
-    s
+    hex::encode(&h.finalize()[..6])
 }
 
 #[cfg(test)]
@@ -611,14 +601,6 @@ mod tests {
         for path in &names {
             assert_eq!(classify(path), old_classify(path), "{path:?}");
         }
-    }
-
-    #[test]
-    fn hex_spells_every_byte_in_two_lowercase_digits() {
-        let bytes: Vec<u8> = (0..=255).collect();
-        let expected: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-        assert_eq!(hex(&bytes), expected);
-        assert_eq!(hex(&[]), "");
     }
 
     #[test]

@@ -14,6 +14,7 @@ use anyhow::{Result, bail};
 use chrono::{DateTime, NaiveDate};
 use serde_json::Value;
 
+use crate::address::encode;
 use crate::gate::costs::BilledDay;
 
 /// Pages read from one endpoint before the run stops and says it was cut.
@@ -161,19 +162,6 @@ pub fn add_usage(days: &mut BTreeMap<NaiveDate, BilledDay>, page: &Page) {
             *d.models.entry(model).or_default() += n;
         }
     }
-}
-
-/// Percent-encode a query value (RFC 3986 unreserved characters pass).
-fn encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 /// The provider's error message, with anything that looks like a key masked.

@@ -21,8 +21,7 @@ pub struct AgentUser {
 /// The user `spec` (a name or a numeric uid) names in `/etc/passwd`. `Err`
 /// when sentinel is not root, the user is unknown, or it is root itself.
 pub fn resolve(spec: &str) -> Result<AgentUser, String> {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
+    if !rustix::process::geteuid().is_root() {
         return Err(format!(
             "--agent-user {spec}: only root can run the agent as another user; run sentinel as \
              root (a CI job's container) or drop the flag and run sentinel itself as that user"
@@ -78,15 +77,11 @@ impl AgentUser {
             .env("HOME", &self.home)
             .env("USER", &self.name)
             .env("LOGNAME", &self.name);
-        // SAFETY: between fork and exec the closure makes one prctl call,
-        // which neither allocates nor takes a lock.
+        // SAFETY: `pre_exec` itself is unsafe as its closure runs between
+        // fork and exec; this one makes one prctl system call (rustix calls
+        // the kernel directly), which neither allocates nor takes a lock.
         unsafe {
-            cmd.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
+            cmd.pre_exec(|| Ok(rustix::thread::set_no_new_privs(true)?));
         }
     }
 

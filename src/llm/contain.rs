@@ -8,14 +8,18 @@
 //! sentinel as the child subreaper: whatever is orphaned below it is
 //! re-parented to sentinel, not to init, and is found among its children.
 
-use std::ffi::c_int;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, LazyLock, OnceLock};
 use std::time::{Duration, Instant};
+
+use rustix::event::{PollFd, PollFlags, Timespec};
+use rustix::process::{Pid, Signal};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
 /// In the environment of every agent run (and all it starts); its value
 /// names the run. `sentinel tick` refuses to start where it is set.
@@ -25,83 +29,78 @@ pub const MARKER: &str = "SENTINEL_AGENT_RUN";
 /// alive after a run is the agent's, and is ended.
 static SUBREAPER: AtomicBool = AtomicBool::new(false);
 /// The last of SIGTERM, SIGINT, SIGHUP received, or 0.
-static SIGNAL: AtomicI32 = AtomicI32::new(0);
-/// The self-pipe: the handler writes a byte, the agent's wait loop polls it.
-static WAKE_READ: AtomicI32 = AtomicI32::new(-1);
-static WAKE_WRITE: AtomicI32 = AtomicI32::new(-1);
+static SIGNAL: LazyLock<Arc<AtomicUsize>> = LazyLock::new(|| Arc::new(AtomicUsize::new(0)));
+/// The self-pipe's read end: on each of those signals signal-hook's
+/// handler writes a byte to the other, and the agent's wait loop polls it.
+static WAKE: OnceLock<OwnedFd> = OnceLock::new();
 
 /// Make sentinel the child subreaper of everything it starts.
 pub fn become_subreaper() {
-    // SAFETY: prctl with integer arguments only.
-    let ok = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } == 0;
+    // Any pid sets the attribute (none clears it); sentinel's own reads best.
+    let ok = rustix::process::set_child_subreaper(Some(rustix::process::getpid())).is_ok();
     SUBREAPER.store(ok, Ordering::SeqCst);
-}
-
-extern "C" fn on_signal(sig: c_int) {
-    SIGNAL.store(sig, Ordering::SeqCst);
-    let fd = WAKE_WRITE.load(Ordering::SeqCst);
-    if fd >= 0 {
-        // SAFETY: write(2) is async-signal-safe; the pipe is non-blocking.
-        unsafe { libc::write(fd, [1u8].as_ptr().cast(), 1) };
-    }
 }
 
 /// From now on SIGTERM, SIGINT and SIGHUP only set a flag: the agent's
 /// wait loop and the tick between files stop on it, so the agent's tree is
-/// ended and the lock released before sentinel exits.
+/// ended and the lock released before sentinel exits. signal-hook's
+/// handler is async-signal-safe and keeps `errno` for the code it
+/// interrupted.
 pub fn catch_signals() {
-    let mut fds = [-1; 2];
-    // SAFETY: pipe2 fills the two descriptors it is given room for.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) } == 0 {
-        WAKE_READ.store(fds[0], Ordering::SeqCst);
-        WAKE_WRITE.store(fds[1], Ordering::SeqCst);
+    use rustix::pipe::{PipeFlags, pipe_with};
+    if WAKE.get().is_some() {
+        return;
     }
-    for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
-        // SAFETY: a zeroed sigaction with a handler that is async-signal-safe.
-        unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_signal as extern "C" fn(c_int) as libc::sighandler_t;
-            sa.sa_flags = libc::SA_RESTART;
-            libc::sigemptyset(&mut sa.sa_mask);
-            libc::sigaction(sig, &sa, std::ptr::null_mut());
+    let pipe = pipe_with(PipeFlags::NONBLOCK | PipeFlags::CLOEXEC).ok();
+    for sig in [SIGTERM, SIGINT, SIGHUP] {
+        // The flag first (actions run in the order registered): by the
+        // time the wait loop wakes, it says which signal came.
+        let _ = signal_hook::flag::register_usize(sig, Arc::clone(&SIGNAL), sig as usize);
+        if let Some(write) = pipe.as_ref().and_then(|(_, w)| w.try_clone().ok()) {
+            let _ = signal_hook::low_level::pipe::register(sig, write);
         }
+    }
+    if let Some((read, _)) = pipe {
+        let _ = WAKE.set(read);
     }
 }
 
 /// The signal that asked sentinel to stop, if one did.
 pub fn interrupted() -> Option<i32> {
-    Some(SIGNAL.load(Ordering::SeqCst)).filter(|s| *s != 0)
+    let sig = SIGNAL.load(Ordering::SeqCst);
+    i32::try_from(sig).ok().filter(|s| *s != 0)
+}
+
+/// `d` as poll's timeout, at least a millisecond so a short wait is a wait.
+fn timeout(d: Duration) -> Timespec {
+    Timespec::try_from(d.max(Duration::from_millis(1))).unwrap_or(Timespec {
+        tv_sec: i64::MAX,
+        tv_nsec: 0,
+    })
 }
 
 /// Sleep `d`, or less when a caught signal asks sentinel to stop.
 pub fn sleep(d: Duration) {
-    let wake = WAKE_READ.load(Ordering::SeqCst);
-    if wake < 0 {
+    let Some(wake) = WAKE.get() else {
         std::thread::sleep(d);
         return;
-    }
+    };
     let deadline = Instant::now() + d;
     while interrupted().is_none() {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return;
         }
-        let ms = c_int::try_from(left.as_millis().max(1)).unwrap_or(c_int::MAX);
-        let mut fd = libc::pollfd {
-            fd: wake,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd.
-        unsafe { libc::poll(&mut fd, 1, ms) };
+        let mut fd = [PollFd::new(wake, PollFlags::IN)];
+        let _ = rustix::event::poll(&mut fd, Some(&timeout(left)));
     }
 }
 
 fn signal_name(sig: i32) -> String {
     match sig {
-        libc::SIGTERM => "SIGTERM".into(),
-        libc::SIGINT => "SIGINT".into(),
-        libc::SIGHUP => "SIGHUP".into(),
+        SIGTERM => "SIGTERM".into(),
+        SIGINT => "SIGINT".into(),
+        SIGHUP => "SIGHUP".into(),
         n => format!("signal {n}"),
     }
 }
@@ -242,7 +241,7 @@ impl Pump {
             out: Vec::new(),
             max_out: limits.max_stdout,
             err: Tail::new(limits.max_stderr),
-            pidfd: pidfd_open(child.id() as i32),
+            pidfd: pidfd_open(child),
         };
         for fd in [pump.fd_in(), pump.fd_out(), pump.fd_err()]
             .into_iter()
@@ -253,14 +252,14 @@ impl Pump {
         pump
     }
 
-    fn fd_in(&self) -> Option<RawFd> {
-        self.stdin.as_ref().map(|p| p.as_raw_fd())
+    fn fd_in(&self) -> Option<BorrowedFd<'_>> {
+        self.stdin.as_ref().map(|p| p.as_fd())
     }
-    fn fd_out(&self) -> Option<RawFd> {
-        self.stdout.as_ref().map(|p| p.as_raw_fd())
+    fn fd_out(&self) -> Option<BorrowedFd<'_>> {
+        self.stdout.as_ref().map(|p| p.as_fd())
     }
-    fn fd_err(&self) -> Option<RawFd> {
-        self.stderr.as_ref().map(|p| p.as_raw_fd())
+    fn fd_err(&self) -> Option<BorrowedFd<'_>> {
+        self.stderr.as_ref().map(|p| p.as_fd())
     }
 
     /// Move bytes until the child exits (`Some(Exited)`), or `None` when
@@ -290,42 +289,46 @@ impl Pump {
 
     /// One poll of every open pipe, the pidfd and the self-pipe.
     fn step(&mut self, wait: Duration) {
-        let wake = WAKE_READ.load(Ordering::SeqCst);
-        let mut fds: Vec<libc::pollfd> = Vec::with_capacity(5);
-        let mut add = |fd: Option<RawFd>, events: i16| {
-            if let Some(fd) = fd.filter(|fd| *fd >= 0) {
-                fds.push(libc::pollfd {
-                    fd,
-                    events,
-                    revents: 0,
-                });
+        let wake = WAKE.get().map(|w| w.as_fd());
+        // What each polled descriptor is: 0 stdin, 1 stdout, 2 stderr, 3 the
+        // pidfd, 4 the self-pipe.
+        let mut slots = Vec::with_capacity(5);
+        let mut fds = Vec::with_capacity(5);
+        let pidfd = self.pidfd.as_ref().map(|f| f.as_fd());
+        for (slot, fd, events) in [
+            (0, self.fd_in(), PollFlags::OUT),
+            (1, self.fd_out(), PollFlags::IN),
+            (2, self.fd_err(), PollFlags::IN),
+            (3, pidfd, PollFlags::IN),
+            (4, wake, PollFlags::IN),
+        ] {
+            if let Some(fd) = fd {
+                slots.push(slot);
+                fds.push(PollFd::from_borrowed_fd(fd, events));
             }
-        };
-        add(self.fd_in(), libc::POLLOUT);
-        add(self.fd_out(), libc::POLLIN);
-        add(self.fd_err(), libc::POLLIN);
-        add(self.pidfd.as_ref().map(|f| f.as_raw_fd()), libc::POLLIN);
-        add(Some(wake), libc::POLLIN);
-        let ms = c_int::try_from(wait.as_millis().max(1)).unwrap_or(c_int::MAX);
-        // SAFETY: `fds` is a valid array of `fds.len()` pollfd.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
-        if n <= 0 {
+        }
+        if !matches!(rustix::event::poll(&mut fds, Some(&timeout(wait))), Ok(n) if n > 0) {
             return;
         }
-        let ready = |fd: Option<RawFd>| fds.iter().any(|p| Some(p.fd) == fd && p.revents != 0);
-        if ready(self.fd_in()) {
+        let ready: Vec<usize> = slots
+            .into_iter()
+            .zip(&fds)
+            .filter(|(_, p)| !p.revents().is_empty())
+            .map(|(slot, _)| slot)
+            .collect();
+        drop(fds);
+        if ready.contains(&0) {
             self.feed();
         }
-        if ready(self.fd_out()) {
+        if ready.contains(&1) {
             self.read_out();
         }
-        if ready(self.fd_err()) {
+        if ready.contains(&2) {
             self.read_err();
         }
-        if ready(Some(wake)) {
+        if let Some(wake) = WAKE.get().filter(|_| ready.contains(&4)) {
             let mut buf = [0u8; 64];
-            // SAFETY: reading into a local buffer of its own size.
-            while unsafe { libc::read(wake, buf.as_mut_ptr().cast(), buf.len()) } > 0 {}
+            while rustix::io::read(wake, &mut buf).is_ok_and(|n| n > 0) {}
         }
     }
 
@@ -440,22 +443,18 @@ impl Tail {
     }
 }
 
-fn nonblocking(fd: RawFd) {
-    // SAFETY: fcntl on a descriptor this process owns.
-    unsafe {
-        let flags = libc::fcntl(fd, libc::F_GETFL);
-        if flags >= 0 {
-            libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
-        }
+fn nonblocking(fd: BorrowedFd<'_>) {
+    use rustix::fs::{OFlags, fcntl_getfl, fcntl_setfl};
+    if let Ok(flags) = fcntl_getfl(fd) {
+        let _ = fcntl_setfl(fd, flags | OFlags::NONBLOCK);
     }
 }
 
-/// A descriptor that becomes readable when `pid` exits (Linux 5.3 and
+/// A descriptor that becomes readable when `child` exits (Linux 5.3 and
 /// later); `None` elsewhere, and the wait loop looks every 10 ms instead.
-fn pidfd_open(pid: i32) -> Option<OwnedFd> {
-    // SAFETY: the syscall returns a new descriptor or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+fn pidfd_open(child: &Child) -> Option<OwnedFd> {
+    use rustix::process::{PidfdFlags, pidfd_open};
+    pidfd_open(Pid::from_child(child), PidfdFlags::empty()).ok()
 }
 
 /// A run's name: the value of its marker, and when it began in the clock
@@ -487,16 +486,23 @@ fn ticks_since_boot() -> u64 {
 }
 
 fn clock_ticks_per_second() -> u64 {
-    // SAFETY: sysconf with a constant name.
-    unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64
+    rustix::param::clock_ticks_per_second().max(1)
+}
+
+/// SIGKILL to `pid`; one that is already gone is no error worth a word.
+fn kill(pid: i32) {
+    if let Some(pid) = Pid::from_raw(pid) {
+        let _ = rustix::process::kill_process(pid, Signal::KILL);
+    }
 }
 
 /// End the run of `pid` (the leader of the agent's group) and everything
 /// it started: the group, every process carrying the run's marker, and, as
 /// the subreaper, every process of another group re-parented to sentinel.
 fn end_tree(pid: i32, run: &RunName) {
-    // SAFETY: kill(2) with a negative pid signals that process group.
-    unsafe { libc::kill(-pid, libc::SIGKILL) };
+    if let Some(group) = Pid::from_raw(pid) {
+        let _ = rustix::process::kill_process_group(group, Signal::KILL);
+    }
     end_marked(run);
     if SUBREAPER.load(Ordering::SeqCst) {
         reap_orphans(pid);
@@ -509,8 +515,7 @@ fn end_tree(pid: i32, run: &RunName) {
 /// (a `git` a reading thread runs) stay in its group and are left alone.
 fn reap_orphans(agent: i32) {
     let me = std::process::id() as i32;
-    // SAFETY: getpgrp cannot fail.
-    let mine = unsafe { libc::getpgrp() };
+    let mine = rustix::process::getpgrp().as_raw_nonzero().get();
     for _ in 0..64 {
         let table = processes();
         let kids: Vec<i32> = table
@@ -522,12 +527,10 @@ fn reap_orphans(agent: i32) {
             return;
         }
         for p in below(&table, &kids) {
-            // SAFETY: plain kill(2).
-            unsafe { libc::kill(p, libc::SIGKILL) };
+            kill(p);
         }
-        for k in kids {
-            // SAFETY: waitpid on a child of ours that was just killed.
-            unsafe { libc::waitpid(k, std::ptr::null_mut(), 0) };
+        for k in kids.into_iter().filter_map(Pid::from_raw) {
+            let _ = rustix::process::waitpid(Some(k), rustix::process::WaitOptions::empty());
         }
     }
 }
@@ -619,7 +622,7 @@ fn name_run(path: &Path, run: &RunName) -> io::Result<()> {
         .create(true)
         .truncate(true)
         .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .custom_flags(crate::state::safe_fs::NO_LINK_NO_WAIT)
         .open(path)?;
     if !f.metadata()?.is_file() {
         return Err(io::Error::other("not a regular file"));
@@ -655,8 +658,7 @@ fn end_marked(run: &RunName) {
             return;
         }
         for p in marked {
-            // SAFETY: plain kill(2).
-            unsafe { libc::kill(p, libc::SIGKILL) };
+            kill(p);
         }
     }
 }
@@ -856,10 +858,7 @@ mod tests {
             }
             .exit_code()
         };
-        assert_eq!(
-            (code(libc::SIGHUP), code(libc::SIGINT), code(libc::SIGTERM)),
-            (129, 130, 143)
-        );
+        assert_eq!((code(SIGHUP), code(SIGINT), code(SIGTERM)), (129, 130, 143));
     }
 
     #[test]

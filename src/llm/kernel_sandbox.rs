@@ -163,7 +163,9 @@ pub fn unsandboxed_line(status: &Status) -> String {
 fn kernel_abi() -> Result<i32, String> {
     const VERSION: libc::c_uint = 1;
     // SAFETY: with LANDLOCK_CREATE_RULESET_VERSION the call reads no
-    // argument and only returns the ABI version (or -1 and errno).
+    // argument and only returns the ABI version (or -1 and errno). Raw, as
+    // neither rustix nor the landlock crate (it keeps its query private)
+    // offers it.
     let v = unsafe {
         libc::syscall(
             libc::SYS_landlock_create_ruleset,
@@ -183,13 +185,8 @@ fn kernel_abi() -> Result<i32, String> {
 }
 
 fn kernel_release() -> String {
-    // SAFETY: uname fills the zeroed struct it is given.
-    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
-    if unsafe { libc::uname(&mut u) } != 0 {
-        return "unknown".into();
-    }
-    // SAFETY: uname NUL-terminates each field.
-    unsafe { std::ffi::CStr::from_ptr(u.release.as_ptr()) }
+    rustix::system::uname()
+        .release()
         .to_string_lossy()
         .into_owned()
 }
@@ -219,7 +216,7 @@ impl Walls {
                 Some(r) => r
                     .restrict_self()
                     .map(|_| ())
-                    .map_err(|_| std::io::Error::from_raw_os_error(libc::EPERM)),
+                    .map_err(|_| rustix::io::Errno::PERM.into()),
                 None => Ok(()),
             });
         }

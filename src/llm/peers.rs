@@ -99,20 +99,13 @@ pub fn reserved_completion_tokens(model: &str, marked: &[String], max_tokens: u6
 /// money per call, whatever the per-call estimate of a paid service.
 pub fn is_local_endpoint(base_url: &str) -> bool {
     let url = base_url.trim();
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.starts_with("unix:");
-    };
-    let scheme = scheme.to_ascii_lowercase();
-    if scheme == "unix" || scheme.ends_with("+unix") {
+    let scheme = crate::address::scheme(url).map(str::to_ascii_lowercase);
+    if scheme.is_some_and(|s| s == "unix" || s.ends_with("+unix")) {
         return true;
     }
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    let host_port = authority.rsplit('@').next().unwrap_or("");
-    let host = match host_port.strip_prefix('[') {
-        Some(v6) => v6.split(']').next().unwrap_or(""),
-        None => host_port.split(':').next().unwrap_or(""),
+    let Some(host) = crate::address::host_name(url) else {
+        return false;
     };
-    let host = host.to_ascii_lowercase();
     match host.parse::<std::net::IpAddr>() {
         Ok(ip) => ip.is_loopback(),
         Err(_) => host == "localhost" || host.ends_with(".localhost"),

@@ -195,7 +195,7 @@ pub fn config_digest(
         h.update(format!("{k}={v}\0").as_bytes());
     }
     let digest = h.finalize();
-    digest.iter().take(12).map(|b| format!("{b:02x}")).collect()
+    hex::encode(&digest[..12])
 }
 
 #[cfg(test)]

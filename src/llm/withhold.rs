@@ -12,6 +12,8 @@
 use std::ffi::{CStr, OsString, c_char};
 use std::os::unix::ffi::OsStringExt;
 
+// No crate offers this: std and rustix copy the environment out, and what
+// must be written is the kernel's own block, which only `environ` points at.
 unsafe extern "C" {
     /// The C library's environment array; at the start of `main` its
     /// strings are still the ones in the block the kernel set up.
@@ -60,10 +62,8 @@ fn is_entry_of(entry: &[u8], name: &str) -> bool {
 /// crash leaves no core with the keys in it. Root can still read them: see
 /// docs/threat-model.md.
 fn undumpable() {
-    // SAFETY: prctl with integer arguments only.
-    unsafe {
-        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
-    }
+    use rustix::process::{DumpableBehavior, set_dumpable_behavior};
+    let _ = set_dumpable_behavior(DumpableBehavior::NotDumpable);
 }
 
 #[cfg(test)]

@@ -26,7 +26,7 @@ pub fn sweep(git_dir: &Path) {
             .to_str()
             .and_then(|n| n.strip_prefix(PREFIX))
             .and_then(|rest| rest.split_once('-'))
-            .and_then(|(pid, _)| pid.parse::<libc::pid_t>().ok())
+            .and_then(|(pid, _)| pid.parse::<i32>().ok())
         else {
             continue;
         };
@@ -36,10 +36,11 @@ pub fn sweep(git_dir: &Path) {
     }
 }
 
-fn alive(pid: libc::pid_t) -> bool {
-    // SAFETY: signal 0 only checks that the process exists.
-    let r = unsafe { libc::kill(pid, 0) };
-    r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+fn alive(pid: i32) -> bool {
+    // Signal 0 only checks that the process exists; one of another user
+    // (EPERM) is alive all the same.
+    rustix::process::Pid::from_raw(pid)
+        .is_some_and(|pid| rustix::process::test_kill_process(pid) != Err(rustix::io::Errno::SRCH))
 }
 
 #[cfg(test)]

@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::gate::policy::hex;
 use crate::llm::client::Severity;
 use crate::state::Proposal;
 
@@ -52,7 +51,7 @@ fn fingerprint(path: &str, line: u64, message: &str) -> String {
         h.update(part);
         h.update([0u8]);
     }
-    hex(&h.finalize()[..16])
+    hex::encode(&h.finalize()[..16])
 }
 
 /// What a stuck file says in the report.

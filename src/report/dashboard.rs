@@ -7,7 +7,6 @@ use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};
 
 use super::escape;
-use crate::gate::policy::hex;
 use crate::llm::client::Severity;
 use crate::state::State;
 
@@ -189,7 +188,7 @@ pub fn without_health(page: &str) -> &str {
 
 /// A short hash of the page: an edit happens only when it differs.
 pub fn hash(page: &str) -> String {
-    hex(&Sha256::digest(page.as_bytes())[..8])
+    hex::encode(&Sha256::digest(page.as_bytes())[..8])
 }
 
 #[cfg(test)]

@@ -141,15 +141,8 @@ pub fn code(s: &str) -> String {
 /// A path for a link target: everything but letters, digits and `-._~/`
 /// percent-encoded, so no `)` or space ends the link early.
 pub fn url_path(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
-            out.push(b as char);
-        } else {
-            let _ = write!(out, "%{b:02X}");
-        }
-    }
-    out
+    const PATH: &percent_encoding::AsciiSet = &crate::address::UNRESERVED.remove(b'/');
+    percent_encoding::utf8_percent_encode(s, PATH).to_string()
 }
 
 #[cfg(test)]

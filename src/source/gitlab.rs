@@ -162,51 +162,17 @@ struct Compare {
 }
 
 /// Percent-encode everything but the unreserved characters (RFC 3986).
-pub fn encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
+pub use crate::address::encode;
 
-/// The `user:password@` of `url`'s authority, with its `@`, if it has one.
-fn userinfo_of(url: &str) -> Option<&str> {
-    let (_, rest) = url.split_once("://")?;
-    let authority = rest.split(['/', '?', '#']).next()?;
-    authority.rfind('@').map(|at| &authority[..=at])
-}
-
-/// `url` without the `user:password@` of its authority: what may be shown,
-/// and what an origin is compared on (GitLab's own links never carry it).
+/// `url` without the `user:password@` of its authority: what may be shown.
 pub fn without_userinfo(url: &str) -> String {
-    match userinfo_of(url) {
-        Some(info) => url.replacen(info, "", 1),
-        None => url.to_string(),
-    }
+    crate::address::without_credentials(url).into_owned()
 }
 
+/// Where a request to `url` goes (`scheme://host[:port]`), as ureq reads it:
+/// the token is only sent there.
 fn origin_of(url: &str) -> Option<String> {
-    let url = without_userinfo(url);
-    let (scheme, rest) = url.split_once("://")?;
-    let host = rest.split(['/', '?', '#']).next()?;
-    let (scheme, host) = (scheme.to_ascii_lowercase(), host.to_ascii_lowercase());
-    // `https://h:443` and `https://h` are one origin: a default port written
-    // out must not make GitLab's own links look foreign.
-    let default_port = match scheme.as_str() {
-        "https" => ":443",
-        "http" => ":80",
-        _ => "",
-    };
-    let host = match default_port {
-        "" => host.as_str(),
-        port => host.strip_suffix(port).unwrap_or(&host),
-    };
-    Some(format!("{scheme}://{host}"))
+    crate::address::origin(url)
 }
 
 mod group;
@@ -455,17 +421,12 @@ impl GitLabSource {
         match link {
             Some(l) if origin_of(&l).as_deref() != Some(self.origin.as_str()) => Err(format!(
                 "a next link to another origin (`{}`) was not followed, as the token is only sent to `{}`; if the link names GitLab's own address, set `SENTINEL_GITLAB_URL` to it",
-                crate::redact::text(&l),
+                crate::redact::text(&without_userinfo(&l)),
                 self.origin
             )),
             // A link on the configured origin gets the configured
             // credentials back, as the first page had them.
-            next => Ok(
-                next.map(|l| match (userinfo_of(&self.cfg.base), userinfo_of(&l)) {
-                    (Some(info), None) => l.replacen("://", &format!("://{info}"), 1),
-                    _ => l,
-                }),
-            ),
+            next => Ok(next.map(|l| crate::address::with_credentials_of(&l, &self.cfg.base))),
         }
     }
 
@@ -571,7 +532,7 @@ fn git_blob_id(bytes: &[u8], hex_len: usize) -> String {
         h.update(bytes);
         h.finalize().to_vec()
     };
-    crate::gate::policy::hex(&digest)
+    hex::encode(digest)
 }
 
 fn is_object_id(id: &str) -> bool {
@@ -642,7 +603,7 @@ fn url_path(url: &str) -> String {
     // Query strings carry paths and refs, never the token; the host is
     // enough to say where a transport error happened, and credentials in
     // the address are never shown.
-    without_userinfo(url.split('?').next().unwrap_or(url))
+    crate::address::location(url)
 }
 
 fn transport_error(url: &str, e: ureq::Error) -> SourceError {
@@ -667,9 +628,7 @@ fn tls_failure(url: &str, e: &ureq::Error) -> Option<String> {
         }
         _ => return None,
     };
-    let host = origin_of(url)
-        .and_then(|o| o.split_once("://").map(|(_, h)| h.to_string()))
-        .unwrap_or_default();
+    let host = crate::address::host(url).unwrap_or_default();
     Some(format!(
         "TLS verification of `{host}` failed: {reason}; if GitLab's certificate is issued by a private CA, pass that CA's certificate with `--ca-file`"
     ))
@@ -1019,6 +978,62 @@ mod tests {
         assert_ne!(
             origin_of("https://g.example:8443/a"),
             origin_of("https://g.example/a")
+        );
+    }
+
+    fn source(base: &str) -> GitLabSource {
+        GitLabSource::new(GitLabConfig {
+            base: base.into(),
+            project: "1".into(),
+            branch: "main".into(),
+            path: None,
+            token: None,
+            timeout: Duration::from_secs(1),
+            ca_file: None,
+            fake_sleep: true,
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn a_next_link_on_another_origin_never_gets_the_token() {
+        let s = source("https://me:glpat-x@g.example/api/v4");
+        for foreign in [
+            "https://g.example.evil/api/v4/x?page=2",
+            "https://g.example:8443/api/v4/x",
+            "http://g.example/api/v4/x",
+            "https://me:glpat-x@evil.example/x",
+            "https://g.example@evil.example/x",
+            "https://g.example%40x@evil.example/x",
+            "https://[::1]/x",
+            "/api/v4/x?page=2",
+            "https://g.example\\@evil.example/x",
+        ] {
+            let e = s.next_page(Some(foreign.into())).unwrap_err();
+            assert!(!e.contains("glpat-x"), "{e}");
+        }
+        // GitLab's own link, its default port written out or its query
+        // holding an `@`, gets the configured credentials back.
+        for own in [
+            "https://g.example:443/api/v4/x?page=2",
+            "https://G.EXAMPLE/api/v4/x?after=a@evil.example/",
+            "https://g.example#@evil.example/",
+        ] {
+            let next = s.next_page(Some(own.into())).unwrap().unwrap();
+            assert_eq!(crate::address::host(&next).as_deref(), Some("g.example"));
+            assert!(next.starts_with("https://me:glpat-x@"), "{next}");
+        }
+    }
+
+    #[test]
+    fn an_ipv6_origin_keeps_its_brackets_and_drops_a_default_port() {
+        let s = source("http://[::1]:80/api/v4");
+        assert_eq!(s.origin, "http://[::1]");
+        assert!(s.next_page(Some("http://[::1]/api/v4/x".into())).is_ok());
+        assert!(s.next_page(Some("http://[::2]/api/v4/x".into())).is_err());
+        assert_eq!(
+            tls_failure("https://[::1]:8443/a", &ureq::Error::Tls("x")).unwrap(),
+            "TLS verification of `[::1]:8443` failed: x; if GitLab's certificate is issued by a private CA, pass that CA's certificate with `--ca-file`"
         );
     }
 

@@ -424,7 +424,7 @@ impl Hasher {
             Hasher::Sha1(h) => h.finalize().to_vec(),
             Hasher::Sha256(h) => h.finalize().to_vec(),
         };
-        crate::gate::policy::hex(&digest)
+        hex::encode(digest)
     }
 }
 

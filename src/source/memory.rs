@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use sha2::{Digest, Sha256};
 
 use super::{Change, Entry, Listing, RequestCounts, Source, SourceError};
-use crate::gate::policy::hex;
 
 /// Calls made to a `MemorySource`, per method.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -40,7 +39,7 @@ pub struct MemorySource {
 
 /// The content id of some bytes.
 pub fn blob_id(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes)[..20])
+    hex::encode(&Sha256::digest(bytes)[..20])
 }
 
 impl MemorySource {

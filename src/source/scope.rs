@@ -124,15 +124,9 @@ fn remote_url(config: &str) -> Option<String> {
 
 /// A URL with its `user:password@` part removed: a token in a remote URL
 /// must never reach the state or a message.
+/// Without one the address is kept byte for byte: it names the scope.
 pub fn without_credentials(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let host_end = rest.find('/').unwrap_or(rest.len());
-    match rest[..host_end].rfind('@') {
-        Some(at) => format!("{scheme}://{}", &rest[at + 1..]),
-        None => url.to_string(),
-    }
+    crate::address::without_credentials(url).into_owned()
 }
 
 #[cfg(test)]
@@ -164,6 +158,25 @@ mod tests {
         assert_eq!(
             without_credentials("git@gitlab.example.com:g/p.git"),
             "git@gitlab.example.com:g/p.git"
+        );
+    }
+
+    #[test]
+    fn an_at_sign_past_the_host_is_not_a_credential() {
+        // The scope is stored in every state: anything but the address as
+        // given would make the next tick see another one.
+        for url in [
+            "https://host?q=a@b/",
+            "https://host#a@b/",
+            "https://gitlab.example.com:443/g/p.git",
+            "https://[2001:db8::1]:8443/g/p.git",
+            "https://[2001:db8::1]?x=a@b/",
+        ] {
+            assert_eq!(without_credentials(url), url);
+        }
+        assert_eq!(
+            without_credentials("https://me:p%40ss@[2001:db8::1]/g/p.git?x=a@b"),
+            "https://[2001:db8::1]/g/p.git?x=a@b"
         );
     }
 

@@ -214,7 +214,7 @@ pub fn read(state: &Path) -> Result<Journal> {
     let read = || -> std::io::Result<Option<Vec<u8>>> {
         let opts = OpenOptions::new()
             .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .custom_flags(super::safe_fs::NO_LINK_NO_WAIT)
             .clone();
         let Some(file) = open_regular(&path, &opts)? else {
             return Ok(None);
@@ -252,7 +252,7 @@ pub fn append(state: &Path, epoch: u64, line: &Line) -> Result<()> {
         let opts = OpenOptions::new()
             .read(true)
             .append(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .custom_flags(super::safe_fs::NO_LINK_NO_WAIT)
             .clone();
         let Some(mut file) = open_regular(&path, &opts)? else {
             return Ok(false);

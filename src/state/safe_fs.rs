@@ -12,8 +12,21 @@
 
 use std::fs::{self, File, OpenOptions, Permissions};
 use std::io::{self, ErrorKind, Write};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
+
+use rustix::fs::OFlags;
+use rustix::io::Errno;
+
+/// `custom_flags` for an open that follows no link and never waits (a FIFO
+/// with no writer would block it).
+pub const NO_LINK_NO_WAIT: i32 = OFlags::NOFOLLOW.union(OFlags::NONBLOCK).bits() as i32;
+
+/// The system's error number behind `e`, if it came from one.
+pub fn errno(e: &io::Error) -> Option<Errno> {
+    Errno::from_io_error(e)
+}
 
 /// Why a write was refused: a link stands where sentinel writes.
 pub fn link_error(path: &Path) -> io::Error {
@@ -109,8 +122,7 @@ fn take_after(file: &File, like: Option<&fs::Metadata>) -> io::Result<()> {
         return Ok(());
     };
     file.set_permissions(Permissions::from_mode(like.mode() & 0o7777))?;
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    if unsafe { libc::geteuid() } == 0 {
+    if rustix::process::geteuid().is_root() {
         std::os::unix::fs::fchown(file, Some(like.uid()), Some(like.gid()))?;
     }
     Ok(())
@@ -300,15 +312,15 @@ pub fn open_append(path: &Path, like: Option<&Path>) -> io::Result<(File, bool)>
     let opened = OpenOptions::new()
         .append(true)
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .custom_flags(NO_LINK_NO_WAIT)
         .open(path);
     match opened {
         Ok(f) => return Ok((regular(path, f)?, false)),
         // A FIFO nobody reads: opening it to write without blocking says so.
-        Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+        Err(e) if errno(&e) == Some(Errno::NXIO) => {
             return Err(special_error(path, "a FIFO"));
         }
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(link_error(path)),
+        Err(e) if errno(&e) == Some(Errno::LOOP) => return Err(link_error(path)),
         Err(e) if e.kind() == ErrorKind::NotFound => {}
         Err(e) => return Err(e),
     }
@@ -320,7 +332,7 @@ pub fn open_append(path: &Path, like: Option<&Path>) -> io::Result<(File, bool)>
         .append(true)
         .read(true)
         .create_new(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .custom_flags(NO_LINK_NO_WAIT)
         .open(path);
     let file = match created {
         Ok(f) => f,
@@ -338,11 +350,11 @@ pub fn open_append(path: &Path, like: Option<&Path>) -> io::Result<(File, bool)>
 pub fn open_read(path: &Path) -> io::Result<Option<File>> {
     match OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .custom_flags(NO_LINK_NO_WAIT)
         .open(path)
     {
         Ok(f) => Ok(Some(regular(path, f)?)),
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => Err(link_error(path)),
+        Err(e) if errno(&e) == Some(Errno::LOOP) => Err(link_error(path)),
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e),
     }
@@ -383,17 +395,14 @@ impl std::fmt::Display for Refusal {
 }
 
 /// `openat` with `flags` plus no link followed and no descriptor leaked.
-fn open_at(dir: libc::c_int, name: &str, flags: libc::c_int) -> io::Result<std::os::fd::OwnedFd> {
-    use std::os::fd::FromRawFd;
-    let c = std::ffi::CString::new(name).map_err(|_| io::Error::from(ErrorKind::InvalidInput))?;
-    let flags = flags | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NOCTTY;
-    // SAFETY: `c` is a valid C string and `dir` a descriptor (or AT_FDCWD).
-    let fd = unsafe { libc::openat(dir, c.as_ptr(), flags) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` was just opened and is owned by nobody else.
-    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+fn open_at(dir: BorrowedFd<'_>, name: &str, flags: OFlags) -> io::Result<OwnedFd> {
+    let flags = flags | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY;
+    Ok(rustix::fs::openat(
+        dir,
+        name,
+        flags,
+        rustix::fs::Mode::empty(),
+    )?)
 }
 
 /// Read `rel` beneath the directory `root` as hostile input: no component
@@ -401,7 +410,6 @@ fn open_at(dir: libc::c_int, name: &str, flags: libc::c_int) -> io::Result<std::
 /// FIFO is refused, not waited on), only a regular file is read, and at most
 /// `limit` bytes (one more is read to know). `Ok(None)`: there is no such file.
 pub fn read_beneath(root: &Path, rel: &str, limit: u64) -> Result<Option<Vec<u8>>, Refusal> {
-    use std::os::fd::AsRawFd;
     let parts: Vec<&str> = rel.split('/').collect();
     if parts
         .iter()
@@ -409,24 +417,25 @@ pub fn read_beneath(root: &Path, rel: &str, limit: u64) -> Result<Option<Vec<u8>
     {
         return Err(Refusal::OutsideTheRoot);
     }
-    let dir_flags = libc::O_RDONLY | libc::O_DIRECTORY;
+    let dir_flags = OFlags::RDONLY | OFlags::DIRECTORY;
     let root_name = root.to_string_lossy();
-    let mut dir = open_at(libc::AT_FDCWD, &root_name, dir_flags)
-        .map_err(|e| classify(e, libc::AT_FDCWD, &root_name, &root_name))?;
+    let cwd = rustix::fs::CWD;
+    let mut dir = open_at(cwd, &root_name, dir_flags)
+        .map_err(|e| classify(e, cwd, &root_name, &root_name))?;
     let (name, dirs) = parts.split_last().ok_or(Refusal::OutsideTheRoot)?;
     for (i, part) in dirs.iter().enumerate() {
-        dir = match open_at(dir.as_raw_fd(), part, dir_flags) {
+        dir = match open_at(dir.as_fd(), part, dir_flags) {
             Ok(d) => d,
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(classify(e, dir.as_raw_fd(), part, &parts[..=i].join("/"))),
+            Err(e) => return Err(classify(e, dir.as_fd(), part, &parts[..=i].join("/"))),
         };
     }
-    let fd = match open_at(dir.as_raw_fd(), name, libc::O_RDONLY | libc::O_NONBLOCK) {
+    let fd = match open_at(dir.as_fd(), name, OFlags::RDONLY | OFlags::NONBLOCK) {
         Ok(fd) => fd,
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
         // Opening a socket fails with ENXIO.
-        Err(e) if e.raw_os_error() == Some(libc::ENXIO) => return Err(Refusal::Socket),
-        Err(e) => return Err(classify(e, dir.as_raw_fd(), name, rel)),
+        Err(e) if errno(&e) == Some(Errno::NXIO) => return Err(Refusal::Socket),
+        Err(e) => return Err(classify(e, dir.as_fd(), name, rel)),
     };
     let file = File::from(fd);
     let meta = file.metadata().map_err(Refusal::Io)?;
@@ -458,24 +467,19 @@ pub fn read_beneath(root: &Path, rel: &str, limit: u64) -> Result<Option<Vec<u8>
 
 /// Why `name` in `dir` (spelled `at` for the message) could not be opened:
 /// a link opened as a directory fails with ENOTDIR, so it is looked at.
-fn classify(e: io::Error, dir: libc::c_int, name: &str, at: &str) -> Refusal {
-    match e.raw_os_error() {
-        Some(libc::ELOOP) => Refusal::Link(at.to_string()),
-        Some(libc::ENOTDIR) if is_link_at(dir, name) => Refusal::Link(at.to_string()),
-        Some(libc::ENOTDIR) => Refusal::NotADirectory(at.to_string()),
+fn classify(e: io::Error, dir: BorrowedFd<'_>, name: &str, at: &str) -> Refusal {
+    match errno(&e) {
+        Some(Errno::LOOP) => Refusal::Link(at.to_string()),
+        Some(Errno::NOTDIR) if is_link_at(dir, name) => Refusal::Link(at.to_string()),
+        Some(Errno::NOTDIR) => Refusal::NotADirectory(at.to_string()),
         _ => Refusal::Io(e),
     }
 }
 
-fn is_link_at(dir: libc::c_int, name: &str) -> bool {
-    let Ok(c) = std::ffi::CString::new(name) else {
-        return false;
-    };
-    // SAFETY: an all-zero stat is a valid value to be overwritten.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: `c` is a valid C string and `st` a valid stat buffer.
-    let rc = unsafe { libc::fstatat(dir, c.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
-    rc == 0 && (st.st_mode & libc::S_IFMT) == libc::S_IFLNK
+fn is_link_at(dir: BorrowedFd<'_>, name: &str) -> bool {
+    use rustix::fs::{AtFlags, FileType, statat};
+    statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
+        .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Symlink)
 }
 
 #[cfg(test)]
@@ -533,16 +537,13 @@ mod tests {
     fn read_beneath_refuses_a_fifo_without_waiting_for_a_writer() {
         let dir = tempfile::tempdir().unwrap();
         let fifo = dir.path().join("p");
-        let c = std::ffi::CString::new(fifo.to_string_lossy().as_bytes()).unwrap();
-        // SAFETY: a valid C string.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        self::fifo(&fifo);
         assert_eq!(refusal(dir.path(), "p", 9), "it is a FIFO");
     }
 
     fn fifo(path: &Path) {
-        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
-        // SAFETY: a valid NUL-terminated path.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        use rustix::fs::{CWD, FileType, Mode, mknodat};
+        mknodat(CWD, path, FileType::Fifo, Mode::from_raw_mode(0o600), 0).unwrap();
     }
 
     #[test]

@@ -100,10 +100,10 @@ fn open_lock(path: &Path) -> Result<File> {
         .read(true)
         .write(true)
         .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .custom_flags(safe_fs::NO_LINK_NO_WAIT)
         .open(path)
-        .map_err(|e| match e.raw_os_error() {
-            Some(libc::ENXIO) => anyhow!(safe_fs::special_error(path, "a FIFO")),
+        .map_err(|e| match safe_fs::errno(&e) {
+            Some(rustix::io::Errno::NXIO) => anyhow!(safe_fs::special_error(path, "a FIFO")),
             _ => anyhow!(
                 "cannot open the lock file `{}`: {e}; check the permissions of its directory, and that the lock is the file of the user running sentinel",
                 path.display()
@@ -111,8 +111,7 @@ fn open_lock(path: &Path) -> Result<File> {
         })?;
     let file = safe_fs::regular(path, file).map_err(|e| anyhow!(e))?;
     let meta = file.metadata()?;
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let me = unsafe { libc::geteuid() };
+    let me = rustix::process::geteuid().as_raw();
     if meta.uid() != me {
         bail!(
             "the lock file `{}` belongs to user {}, not to user {me} running sentinel: another user could hold it and make every tick busy; remove it (sentinel creates its own) or run sentinel as its owner",

@@ -7,7 +7,7 @@ use sha2::{Digest, Sha256};
 use crate::gate::deps;
 use crate::gate::lifecycle::{self, Status};
 use crate::gate::novelty::{self, Parts};
-use crate::gate::policy::{self, Risk, Role, hex};
+use crate::gate::policy::{self, Risk, Role};
 use crate::source::{Source, SourceError};
 use crate::state::files::{Files, Rules};
 use crate::state::{ContentFacts, FileRecord, Outcome, State};
@@ -242,5 +242,5 @@ pub fn current_fingerprint(
 
 /// The first 16 hex digits of the sha256 of the bytes.
 pub fn content_hash(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes)[..8])
+    hex::encode(&Sha256::digest(bytes)[..8])
 }
