@@ -686,7 +686,7 @@ mod tests {
     }
 
     #[test]
-    fn data_fields_keep_a_secret_and_words_lose_it() {
+    fn invariant_20_data_fields_keep_a_secret_and_words_lose_it() {
         let v = serde_json::json!({
             "src/glpat-canary/Token+1.js": {"path": "glpat-canary/Token+1", "reason": "saw glpat-canary/Token+1",
             "fingerprint": "glpat-canary/Token+1|x", "findings": [{"message": "glpat-canary/Token+1"}]}

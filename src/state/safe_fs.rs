@@ -547,7 +547,7 @@ mod tests {
     }
 
     #[test]
-    fn a_fifo_is_refused_without_blocking_to_read_or_to_append() {
+    fn invariant_21_a_fifo_is_refused_without_blocking_to_read_or_to_append() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("x");
         fifo(&path);
