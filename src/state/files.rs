@@ -556,7 +556,7 @@ impl Files {
             .peeked
             .get_or_init(|| loader.bytes(saved).ok())
             .as_ref()?;
-        super::decode::holds(bytes, i, self.slots.len(), saved.summary.n, path)
+        super::shards::peek(bytes, i, self.slots.len(), saved.summary.n, path)
     }
 
     pub fn insert(&mut self, path: String, record: FileRecord) -> Option<FileRecord> {

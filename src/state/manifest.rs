@@ -26,8 +26,8 @@ pub struct Parts {
     pub state: State,
     pub layout: Layout,
     pub shards: Vec<Option<Saved>>,
-    /// Where each shard's line is in the bytes read, when every line is
-    /// the text `encode::put_saved` writes for what it was read as.
+    /// Where each shard's line is in the bytes read, when every line was
+    /// read as one (a save copies a line whose bucket did not change).
     pub lines: Option<Lines>,
 }
 
@@ -116,8 +116,8 @@ type Lines = Vec<Range<usize>>;
 
 /// The array of shard lines as `store::encode_manifest` writes it, `[`, a
 /// line per shard, each after a line break and all but the last ending in
-/// a comma, then a line break and `]`, every line read by
-/// `decode::saved_line`; `None` for anything else. With each line's place
+/// a comma, then a line break and `]`, every line read by serde; `None` for
+/// anything else. With each line's place
 /// in the manifest, `at` being the array's.
 fn shard_lines(array: &[u8], at: usize) -> Option<(Vec<Option<Saved>>, Lines)> {
     let inner = array.strip_prefix(b"[\n")?.strip_suffix(b"\n]")?;
@@ -129,7 +129,7 @@ fn shard_lines(array: &[u8], at: usize) -> Option<(Vec<Option<Saved>>, Lines)> {
             Some(end) => (rest[..end].strip_suffix(b",")?, false),
             None => (rest, true),
         };
-        shards.push(super::decode::saved_line(text)?);
+        shards.push(serde_json::from_slice::<Option<Saved>>(text).ok()?);
         lines.push(start..start + text.len());
         if last {
             return Some((shards, lines));
@@ -385,7 +385,7 @@ mod tests {
         assert_eq!(lines.len(), parts.shards.len());
         for (range, saved) in lines.iter().zip(&parts.shards) {
             let mut again = Vec::new();
-            crate::state::encode::put_saved(&mut again, saved.as_ref()).unwrap();
+            serde_json::to_writer(&mut again, saved).unwrap();
             assert_eq!(&bytes[range.clone()], &again[..]);
         }
         let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());

@@ -3,15 +3,11 @@
 
 pub mod bounds;
 pub mod decisions;
-mod decode;
-pub mod encode;
 pub mod files;
 pub mod journal;
-mod json_read;
 pub mod limits;
 pub mod manifest;
 pub mod records;
-pub mod rfc3339;
 pub mod safe_fs;
 pub mod schema;
 pub mod shards;

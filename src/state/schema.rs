@@ -422,7 +422,6 @@ fn is_zero_u64(n: &u64) -> bool {
 /// The next file due for review, kept in the header for the wake gate.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NextReview {
-    #[serde(with = "crate::state::rfc3339")]
     pub at: DateTime<Utc>,
     pub path: String,
 }

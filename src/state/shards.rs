@@ -19,7 +19,6 @@ use anyhow::{Context, Result, anyhow, bail};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::encode;
 use super::files::{Bucket, Files, Saved, Slot, Source, Summary, Tally, bucket_of};
 use super::limits;
 use super::safe_fs;
@@ -211,11 +210,8 @@ fn decode_shard(
     of: usize,
 ) -> Result<Bucket> {
     let damaged = |what: String| damaged(dir, state, saved, what);
-    let file: ShardFile = match super::decode::shard(bytes) {
-        Some(file) => file,
-        None => serde_json::from_slice(bytes)
-            .map_err(|e| damaged(format!("is not a valid shard: {e}")))?,
-    };
+    let file: ShardFile =
+        serde_json::from_slice(bytes).map_err(|e| damaged(format!("is not a valid shard: {e}")))?;
     if file.bucket != i || file.of != of {
         return Err(damaged(format!(
             "holds bucket {} of {}, not {i} of {of}",
@@ -415,7 +411,7 @@ fn encode_shard(
     prepared: bool,
 ) -> Result<()> {
     if prepared {
-        shard_end(p, out);
+        shard_end(p, out)?;
     } else {
         shard_json(bucket, of, p, false, out)?;
     }
@@ -437,25 +433,26 @@ fn put_entry(
     redacted: bool,
 ) -> Result<()> {
     out.extend_from_slice(if first { b"\n" } else { b",\n" });
-    encode::put_str(out, path);
+    serde_json::to_writer(&mut *out, path)?;
     out.push(b':');
     if redacted {
         crate::redact::to_writer(&mut *out, r)?;
     } else {
-        encode::put_record(out, r)?;
+        serde_json::to_writer(&mut *out, r)?;
     }
     Ok(())
 }
 
-fn shard_end(p: &Planned, out: &mut Vec<u8>) {
+fn shard_end(p: &Planned, out: &mut Vec<u8>) -> serde_json::Result<()> {
     out.extend_from_slice(b"\n},\"importers\":{");
     for (i, (dep, list)) in p.importers.iter().enumerate() {
         out.extend_from_slice(if i == 0 { b"\n" } else { b",\n" });
-        encode::put_str(out, dep);
+        serde_json::to_writer(&mut *out, dep)?;
         out.push(b':');
-        encode::put_strs(out, list);
+        serde_json::to_writer(&mut *out, list)?;
     }
     out.extend_from_slice(b"\n}}\n");
+    Ok(())
 }
 
 fn shard_json(
@@ -471,7 +468,7 @@ fn shard_json(
     for (i, (path, r)) in p.files.iter().enumerate() {
         put_entry(out, i == 0, path, r, redacted)?;
     }
-    shard_end(p, out);
+    shard_end(p, out)?;
     Ok(())
 }
 
@@ -1143,5 +1140,108 @@ mod tests {
         assert!(err.contains("link"), "{err}");
         assert_eq!(fs::read(&target).unwrap(), b"not sentinel's");
         assert_eq!(fs::read(&path).unwrap(), before);
+    }
+}
+
+/// The record for `path` (`Some(None)`: none) in the shard in `bytes`,
+/// bucket `bucket` of `of` holding `n` records, read by serde without
+/// building the others (each is skipped as `IgnoredAny`). `None` for a
+/// shard that is not that bucket or count, or does not parse: the caller
+/// then loads the whole shard, which alone decides what is accepted and
+/// which error is reported.
+pub(super) fn peek(
+    bytes: &[u8],
+    bucket: usize,
+    of: usize,
+    n: usize,
+    path: &str,
+) -> Option<Option<FileRecord>> {
+    use serde::de::DeserializeSeed;
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let seen = Peek { path }.deserialize(&mut de).ok()?;
+    de.end().ok()?;
+    (seen.bucket == Some(bucket) && seen.of == Some(of) && seen.count == n).then_some(seen.found)
+}
+
+/// What `peek` looks for.
+struct Peek<'p> {
+    path: &'p str,
+}
+
+/// What `peek` saw of a shard.
+#[derive(Default)]
+struct Peeked {
+    bucket: Option<usize>,
+    of: Option<usize>,
+    count: usize,
+    found: Option<FileRecord>,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Peek<'_> {
+    type Value = Peeked;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Peeked, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Peek<'_> {
+    type Value = Peeked;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a shard")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Peeked, A::Error> {
+        use serde::de::IgnoredAny;
+        let mut seen = Peeked::default();
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            match key.as_ref() {
+                "bucket" => seen.bucket = Some(map.next_value()?),
+                "of" => seen.of = Some(map.next_value()?),
+                "files" => {
+                    let (count, found) = map.next_value_seed(PeekFiles { path: self.path })?;
+                    (seen.count, seen.found) = (count, found);
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(seen)
+    }
+}
+
+/// The `files` of a shard: how many, and the record of one path.
+struct PeekFiles<'p> {
+    path: &'p str,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for PeekFiles<'_> {
+    type Value = (usize, Option<FileRecord>);
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for PeekFiles<'_> {
+    type Value = (usize, Option<FileRecord>);
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a shard's records by path")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let (mut count, mut found) = (0, None);
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            count += 1;
+            if key == self.path {
+                found = Some(map.next_value::<FileRecord>()?);
+            } else {
+                map.next_value::<serde::de::IgnoredAny>()?;
+            }
+        }
+        Ok((count, found))
     }
 }

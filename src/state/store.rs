@@ -274,8 +274,7 @@ impl std::fmt::Debug for Kept {
 }
 
 impl Kept {
-    /// Bucket `i`'s line as read, when `saved` is what it was read as; the
-    /// line is then what `encode::put_saved` writes for it.
+    /// Bucket `i`'s line as read, when `saved` is what it was read as.
     fn line(&self, files: &Files, (i, of): (usize, usize), saved: Option<&Saved>) -> Option<&[u8]> {
         let attached = files
             .loader
@@ -551,7 +550,7 @@ pub fn encode_manifest(
         buf.extend_from_slice(if i == 0 { b"\n" } else { b",\n" });
         match kept.and_then(|k| k.line(&state.files, (i, shards.len()), s.as_ref())) {
             Some(line) => buf.extend_from_slice(line),
-            None => super::encode::put_saved(&mut buf, s.as_ref())?,
+            None => serde_json::to_writer(&mut buf, s)?,
         }
     }
     buf.extend_from_slice(b"\n]}\n");

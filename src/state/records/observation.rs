@@ -54,11 +54,8 @@ pub struct Watch {
     pub category: Category,
     #[serde(default)]
     pub prediction: Option<Prediction>,
-    #[serde(with = "crate::state::rfc3339")]
     pub first_ts: DateTime<Utc>,
-    #[serde(with = "crate::state::rfc3339")]
     pub last_ts: DateTime<Utc>,
-    #[serde(with = "crate::state::rfc3339")]
     pub reevaluate_at: DateTime<Utc>,
     #[serde(default)]
     pub rollback_baseline: u32,
@@ -80,9 +77,7 @@ pub struct Resolution {
     pub reason: String,
     pub predicted_stable: bool,
     pub observed_stable: bool,
-    #[serde(with = "crate::state::rfc3339")]
     pub opened: DateTime<Utc>,
-    #[serde(with = "crate::state::rfc3339")]
     pub resolved: DateTime<Utc>,
     pub observations: u64,
 }
