@@ -734,7 +734,7 @@ TREE_NAMES = {
 
 
 def targets(p, last):
-    p(f"Targets, {TREE_NAMES[last['tree']]} at {last['n']:,} files (DESIGN §8; printed, never enforced):")
+    p(f"Targets, {TREE_NAMES[last['tree']]} at {last['n']:,} files (docs/benchmark.md; printed, never enforced):")
     noop_git = ratio(median(last["tick"]), median(last["git"]))
     # The no-op of the wake rounds: steady (its journal started) and
     # measured in the same rotation, so that the machine's drift over the

@@ -1,6 +1,6 @@
 //! Checks that the arrows between the layers run one way: `src/state/` keeps
 //! the records and knows nothing of the gates, the tick, the advisor, the
-//! sources or the commands that use it (DESIGN section 7).
+//! sources or the commands that use it (ARCHITECTURE.md, the code map).
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -90,7 +90,7 @@ pub fn escalated(
     (until.max(now + doubled), prev.streak.saturating_add(1))
 }
 
-/// The protocol table of DESIGN.md section 5, row for row; a timeout
+/// The protocol table of docs/advisor.md, row for row; a timeout
 /// retries once and holds the provider (see `docs/advisor.md`).
 pub fn rule(class: Class) -> Rule {
     let (retries, backoff, hold): (u32, &'static [u64], Hold) = match class {

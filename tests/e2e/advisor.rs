@@ -1203,7 +1203,7 @@ fn advisor_a_dry_run_calls_no_model_and_writes_nothing() {
     assert!(!sb.state.exists());
 }
 
-/// DESIGN 1: a dry run "calls no LLM; it says what it would have done". With
+/// A dry run "calls no LLM; it says what it would have done". With
 /// the advisor on it reports `"advisor": "on"`, yet hands the risky file over
 /// as `needs_review` with the reason "...; advisor off", because `app.rs`
 /// passes no advisor to `run_with` and `process_one` then takes the

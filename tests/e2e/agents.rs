@@ -1,5 +1,5 @@
 //! Any agent behind sentinel's gates: a real shell script as `--agent`,
-//! a real git repository, and the protocol of DESIGN 5b checked from both
+//! a real git repository, and the agent protocol of docs/agents.md checked from both
 //! ends (what the agent received, what sentinel made of its answer).
 
 use std::fs;

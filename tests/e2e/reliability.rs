@@ -1,4 +1,4 @@
-//! Reliability (issue 8, DESIGN.md section 9): many ticks at once, ticks
+//! Reliability (docs/reliability.md): many ticks at once, ticks
 //! killed at random instants, bad state files, hostile peers, hostile
 //! repositories, a clock that goes backwards and secrets that must never be
 //! repeated. Every test asserts a defined outcome: an exit code, what the
@@ -2415,7 +2415,7 @@ fn an_autonomy_cooldown_and_an_observation_watch_survive_a_clock_that_went_back(
     let posts = ai.posts();
 
     // The clock goes back a day, then a year, with a new error each time:
-    // a time before the cooldown started reads as long ago (DESIGN: a clock
+    // a time before the cooldown started reads as long ago (a clock
     // that went backwards never holds for as long as the jump), so each is
     // one more reconsideration, counted against the stored day's tokens.
     signal("RangeError in verify()", ten - DAY_MIN - 5);

@@ -1,4 +1,4 @@
-//! The state always loads (DESIGN invariant 27): a cost a peer reports is
+//! The state always loads (invariant 27, ARCHITECTURE.md): a cost a peer reports is
 //! bounded before it is added, a value the loader cannot trust is damage
 //! named by its field, and a clock that jumped ahead does not freeze the
 //! budget's day.
