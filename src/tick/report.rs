@@ -72,6 +72,10 @@ pub struct TickReport {
     pub requests: u64,
     /// Requests per kind: head, list, read, compare, history.
     pub requests_by_kind: RequestCounts,
+    /// Which reader answered a git source: `gix`, or `git` for a clone gix
+    /// declines.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reader: Option<&'static str>,
     /// Waits the source and the advisor asked for, in milliseconds.
     pub slept_ms: Vec<u64>,
     /// `on` or `off`.
@@ -111,6 +115,7 @@ impl TickReport {
             pending_paths: Vec::new(),
             requests: 0,
             requests_by_kind: RequestCounts::default(),
+            reader: None,
             slept_ms: Vec::new(),
             advisor: "off",
             llm_calls: 0,
