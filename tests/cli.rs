@@ -56,6 +56,8 @@ mod mr_report;
 mod newcomer;
 #[path = "e2e/no_wording.rs"]
 mod no_wording;
+#[path = "e2e/object_store.rs"]
+mod object_store;
 #[path = "e2e/outages.rs"]
 mod outages;
 #[path = "e2e/paid_once.rs"]

@@ -99,7 +99,10 @@ impl GitSource {
                     self.rev
                 ),
             ),
-            Failure::Broken(reason) => self.failure(what, &reason),
+            Failure::Broken(reason) => SourceError::Unavailable(format!(
+                "reading `{}` in-process ({what}) failed: {reason}",
+                self.repo.display()
+            )),
         }
     }
 
