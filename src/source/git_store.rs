@@ -16,7 +16,7 @@
 //! git's depth limit.
 
 use std::collections::VecDeque;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use gix::ObjectId;
 use gix::bstr::{BStr, BString, ByteSlice, ByteVec};
@@ -66,6 +66,9 @@ fn broken(what: impl std::fmt::Display) -> Failure {
 /// A clone opened through gix.
 pub(crate) struct Store {
     repo: gix::Repository,
+    /// The clone's own object directory, where a loose object is looked
+    /// for before gix opens it.
+    objects: PathBuf,
     /// Commits whose parents a shallow clone does not hold: git takes them
     /// for roots.
     shallow: Vec<ObjectId>,
@@ -84,6 +87,10 @@ impl Store {
         if repo.git_dir_trust() != gix::sec::Trust::Full || declined(&repo) {
             return None;
         }
+        let objects = repo.objects.store_ref().path().to_path_buf();
+        if planted(&objects) {
+            return None;
+        }
         repo.objects.set_pack_cache(|| {
             Box::new(gix::odb::pack::cache::lru::StaticLinkedList::<64>::new(
                 PACK_CACHE_BYTES,
@@ -93,7 +100,11 @@ impl Store {
             Some(commits) => commits.iter().copied().collect(),
             None => Vec::new(),
         };
-        Some(Store { repo, shallow })
+        Some(Store {
+            repo,
+            objects,
+            shallow,
+        })
     }
 
     /// The commit `rev` names: a full id, `HEAD`, or a ref as git spells
@@ -323,6 +334,16 @@ impl Store {
     /// before anything is inflated, and its bytes are hashed against its
     /// id, so what comes back is the object the id names or nothing.
     fn object(&self, id: &gix::oid, want: Kind, limit: u64) -> Result<Vec<u8>, Failure> {
+        // gix opens a loose object as it finds it: a FIFO planted there
+        // (the agent's worktree shares the clone's git directory) would
+        // hold the tick forever, a link would lead elsewhere.
+        let hex = id.to_hex().to_string();
+        let loose = self.objects.join(&hex[..2]).join(&hex[2..]);
+        if let Ok(meta) = std::fs::symlink_metadata(&loose)
+            && !meta.is_file()
+        {
+            return Err(broken(format!("object {id} is not a regular file")));
+        }
         let header = self
             .repo
             .try_find_header(id)
@@ -430,6 +451,22 @@ fn declined(repo: &gix::Repository) -> bool {
         .unwrap_or(true);
     let grafts = common.join("info/grafts").exists();
     partial || reftable || replaced || grafts
+}
+
+/// Whether the object directory holds, where gix opens files without
+/// looking (the packs, the alternates list), anything but regular files: a
+/// FIFO would hold the tick forever. git reads such a clone.
+fn planted(objects: &Path) -> bool {
+    let odd = |path: &Path| std::fs::symlink_metadata(path).is_ok_and(|m| !m.is_file());
+    if odd(&objects.join("info/alternates")) {
+        return true;
+    }
+    match std::fs::read_dir(objects.join("pack")) {
+        Ok(entries) => entries
+            .flatten()
+            .any(|e| e.file_type().map_or(true, |t| !t.is_file())),
+        Err(_) => false,
+    }
 }
 
 /// `HEAD`, a full id, or a ref name (no revision expression such as

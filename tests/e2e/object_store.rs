@@ -290,3 +290,22 @@ fn a_replaced_commit_is_read_as_git_reads_it() {
     assert!(files.contains(&format!("{WATCHED}/replaced.js")));
     assert_eq!(out.json()["reader"], "git");
 }
+
+/// A FIFO planted where a loose object lives (the agent's worktree shares
+/// the clone's git directory) is refused without being opened: the tick
+/// ends instead of waiting for a writer.
+#[test]
+fn a_fifo_planted_as_a_loose_object_does_not_hold_the_tick() {
+    let sb = Sandbox::with_files(&["a.js", "b.js"]);
+    let blob = sb.repo.git(&["rev-parse", &format!("HEAD:{WATCHED}/a.js")]);
+    let path = loose(&sb, &blob);
+    fs::remove_file(&path).unwrap();
+    let made = Command::new("mkfifo").arg(&path).status().unwrap();
+    assert!(made.success());
+
+    let child = sb.tick_cmd(&at(0)).spawn();
+    let out = crate::hostile_local::within_watchdog(child, "a FIFO as a loose object");
+    ended_cleanly(&out);
+    // The read failed: the files not read wait in the backlog.
+    assert!(out.json()["pending"].as_u64() >= Some(1), "{}", out.stdout);
+}
