@@ -73,8 +73,7 @@ pub struct TickReport {
     /// Requests per kind: head, list, read, compare, history.
     pub requests_by_kind: RequestCounts,
     /// Which reader answered a git source: `gix`, or `git` for a clone gix
-    /// declines.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// declines; `None` for GitLab, or when the clone was not read.
     pub reader: Option<&'static str>,
     /// Waits the source and the advisor asked for, in milliseconds.
     pub slept_ms: Vec<u64>,

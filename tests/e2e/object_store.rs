@@ -12,7 +12,7 @@ use flate2::write::ZlibEncoder;
 use sha1::{Digest, Sha1};
 
 use crate::expect_code;
-use crate::util::{Output, Sandbox, WATCHED, at};
+use crate::util::{Output, Run, Sandbox, WATCHED, at};
 
 /// The exit codes a tick ends with by itself (an abort is 134, a signal
 /// none at all).
@@ -21,6 +21,11 @@ const CLEAN: [i32; 8] = [0, 1, 2, 10, 11, 12, 13, 14];
 fn ended_cleanly(out: &Output) {
     let code = out.code;
     assert!(CLEAN.contains(&code), "exit {code}: {}", out.stderr);
+}
+
+/// The tick run to its end, or failed when it hangs.
+fn watched(run: Run, what: &str) -> Output {
+    crate::hostile_local::within_watchdog(run.spawn(), what)
 }
 
 fn zlib(bytes: &[u8]) -> Vec<u8> {
@@ -148,12 +153,12 @@ fn a_decoy_pack_is_never_judged() {
 fn a_forged_loose_object_is_never_judged() {
     let sb = Sandbox::with_files(&["a.js"]);
     let blob = sb.repo.git(&["rev-parse", &format!("HEAD:{WATCHED}/a.js")]);
-    let forged = b"blob 22\0// forged, not a.js\n";
+    let forged = b"blob 20\0// forged, not a.js\n";
     let path = loose(&sb, &blob);
     fs::remove_file(&path).unwrap();
     fs::write(&path, zlib(forged)).unwrap();
 
-    let out = sb.tick(&at(0), &[]);
+    let out = watched(sb.tick_cmd(&at(0)), "a forged loose object");
     ended_cleanly(&out);
     assert_eq!(out.json()["file_reads"], 0, "the forged bytes were read");
 }
@@ -201,9 +206,12 @@ fn a_self_referencing_delta_ends_the_tick_cleanly_and_the_state_advances() {
         plant_pack(&git_dir(&sb), &format!("{size:040x}"), &blob, &entry);
     }
 
-    let out = sb.tick_cmd(&at(2)).memory_limit(1 << 30).output();
+    let out = watched(
+        sb.tick_cmd(&at(2)).memory_limit(1 << 30),
+        "a self-referencing delta",
+    );
     ended_cleanly(&out);
-    let out = sb.tick(&at(4), &[]);
+    let out = watched(sb.tick_cmd(&at(4)), "the tick after");
     ended_cleanly(&out);
     assert_eq!(sb.stats()["wake"]["last_head"], head.as_str());
 }
@@ -303,8 +311,7 @@ fn a_fifo_planted_as_a_loose_object_does_not_hold_the_tick() {
     let made = Command::new("mkfifo").arg(&path).status().unwrap();
     assert!(made.success());
 
-    let child = sb.tick_cmd(&at(0)).spawn();
-    let out = crate::hostile_local::within_watchdog(child, "a FIFO as a loose object");
+    let out = watched(sb.tick_cmd(&at(0)), "a FIFO as a loose object");
     ended_cleanly(&out);
     // The read failed: the files not read wait in the backlog.
     assert!(out.json()["pending"].as_u64() >= Some(1), "{}", out.stdout);
