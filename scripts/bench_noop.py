@@ -10,10 +10,13 @@ Per tree and size N:
   * a git repository with N small files under src/d<i//100>/, made with one
     `git fast-import` (one commit, one pack, no checkout: sentinel reads the
     object store, never the work tree), plus two commits on side branches
-    that change 1 and 100 of those files. Two generated trees: `plain`, text
-    files that import nothing, and `imports`, JavaScript files each importing
-    a sibling, 5% of them a sibling that does not exist (an unresolved
-    import). With --real PATH, a third: a clone of a real repository, watched
+    that change 1 and 100 of those files. Three generated trees: `plain`,
+    text files that import nothing; `imports`, JavaScript files each
+    importing a sibling, 5% of them a sibling that does not exist (an
+    unresolved import); and `interleaved`, the plain files written in
+    creation order with consecutive files in different directories, so that
+    the pack's order is not the tree's (as a history written by `git
+    fast-import` in creation order is). With --real PATH, a third: a clone of a real repository, watched
     whole, bare-cloned with --shared (its objects are only read) and given
     the two side commits (each changed file gets a line appended);
   * first runs with --batch 0 and no model, alternated with the floor: the
@@ -149,6 +152,9 @@ def body_of(tree: str, i: int, n: int, changed: bool = False) -> tuple[str, byte
     note = ", changed" if changed else ""
     if tree == "plain":
         return f"{WATCHED}/d{i // 100}/f{i}.txt", f"file {i} of {n}{note}\nvalue = {value}\n".encode()
+    if tree == "interleaved":
+        dirs = max(1, n // 100)
+        return f"{WATCHED}/d{i % dirs}/f{i}.txt", f"file {i} of {n}{note}\nvalue = {value}\n".encode()
     # A sibling in the same directory; one file in twenty imports one
     # that does not exist.
     d = i // 100
@@ -729,6 +735,7 @@ def verdict(value, limit, unit=""):
 TREE_NAMES = {
     "plain": "import-free",
     "imports": "5% unresolved imports",
+    "interleaved": "import-free, directories interleaved",
     "real": "real repository",
 }
 
@@ -871,7 +878,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--first-reps", required=True, help="comma-separated first runs, one per size")
     ap.add_argument("--wake-reps", required=True, help="comma-separated wake rounds, one per size")
-    ap.add_argument("--trees", default="plain,imports", help="generated trees: plain, imports")
+    ap.add_argument("--trees", default="plain,imports,interleaved",
+                    help="generated trees: plain, imports, interleaved")
     ap.add_argument("--real", default="", help="a clone of a real repository, measured once, watched whole")
     ap.add_argument("--real-reps", default="100,5,15", help="no-op rounds, first runs, wake rounds for --real")
     ap.add_argument("--command", default="scripts/bench")

@@ -58,6 +58,8 @@ mod mr_report;
 mod newcomer;
 #[path = "e2e/no_wording.rs"]
 mod no_wording;
+#[path = "e2e/object_store.rs"]
+mod object_store;
 #[path = "e2e/outages.rs"]
 mod outages;
 #[path = "e2e/paid_once.rs"]
@@ -450,6 +452,7 @@ fn a_noop_does_nothing() {
             "pending_paths": [],
             "requests": 1,
             "requests_by_kind": {"head": 1, "list": 0, "read": 0, "compare": 0, "history": 0},
+            "reader": "gix",
             "slept_ms": [],
             "advisor": "off",
             "llm_calls": 0,
@@ -703,6 +706,7 @@ fn lock_busy_exits_20_and_touches_nothing() {
             "pending_paths": [],
             "requests": 0,
             "requests_by_kind": {"head": 0, "list": 0, "read": 0, "compare": 0, "history": 0},
+            "reader": null,
             "slept_ms": [],
             "advisor": "off",
             "llm_calls": 0,
@@ -1200,8 +1204,8 @@ fn a_first_run_without_a_head_is_a_setup_error_and_saves_nothing() {
     assert_eq!(
         out.stderr_line(),
         format!(
-            "error: git log in `{}` failed: fatal: bad revision 'does-not-exist'; the branch or \
-             revision `does-not-exist` does not exist here (mistyped, deleted, or not fetched): \
+            "error: reading `{}` in-process (head lookup) failed: unknown revision \
+             `does-not-exist`; the branch or revision `does-not-exist` does not exist here (mistyped, deleted, or not fetched): \
              check `--branch` / `SENTINEL_BRANCH` (the state was not saved; only its lock `{}` \
              was written)",
             sb.repo.root.display(),
@@ -1277,7 +1281,7 @@ fn a_deleted_watched_branch_exits_1_and_writes_nothing() {
             .tick_cmd(&at(minute))
             .args(["--branch", "feature", "--trigger", trigger]);
         let line = loud(&sb, run, "`--branch` / `SENTINEL_BRANCH`");
-        assert!(line.contains("bad revision 'feature'"), "{line}");
+        assert!(line.contains("unknown revision `feature`"), "{line}");
     }
     assert_eq!(sb.stats()["wake"]["ticks"], 1);
 }

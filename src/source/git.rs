@@ -1,11 +1,11 @@
-//! The git source: a local clone read through the `git` command.
+//! The git source: a local clone, read in-process through gix (see
+//! `git_store`), or through the `git` command where gix declines the clone.
 
-use std::collections::VecDeque;
-use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::thread::JoinHandle;
 
+use super::git_store::{Failure, Store};
 use super::{Change, Entry, RequestCounts, Source, SourceError};
 
 /// Environment that would point git at another repository, work tree or
@@ -42,70 +42,12 @@ pub struct GitSource {
     /// `None` watches the whole repository.
     path: Option<String>,
     counts: RequestCounts,
-    /// Started on the first read, so sources that never read pay nothing.
+    /// The `cat-file --batch` of a clone git reads, started on its first
+    /// read, so sources that never read pay nothing.
     cat_file: Option<CatFile>,
-    /// The ids announced by `prefetch`, all written at once to a child of
-    /// their own; `read` takes their answers in order.
-    stream: Option<Stream>,
-    /// A `cat-file --batch` started by `warm` (`--buffer`) or by `begin`
-    /// (the one the walk read its objects through), waiting for the ids of
-    /// `prefetch`: git's own start-up runs while the state loads.
-    warm: Option<CatFile>,
-    /// The walk since the remembered head that answered this tick's head
-    /// lookup; its compare and rollback lookup are answered from it.
-    walk: Option<super::git_walk::Walk>,
-    /// A walk started by `begin`, not read yet, with the tip it was read at.
-    begun: Option<Begun>,
-    /// The clone's own object files, opened on first use (`None` inside:
-    /// the repository is one git must read, see `git_odb`).
-    odb: Option<Option<super::git_odb::Odb>>,
-}
-
-/// The `cat-file --batch` the walk since the remembered head reads its
-/// objects through, started early so that git's start-up runs while the
-/// tick loads its state. Without `--buffer`: the walk asks one object at a
-/// time and needs each answer before the next question.
-struct Begun {
-    from: String,
-    tip: String,
-    cat_file: CatFile,
-}
-
-impl Begun {
-    fn kill(self) {
-        self.cat_file.kill();
-    }
-}
-
-/// `git_objects`' view of a `cat-file --batch` child; `broken` when the
-/// pipe went out of step and the child must not be used again.
-struct Asking<'a> {
-    cat_file: &'a mut CatFile,
-    broken: bool,
-}
-
-impl super::git_objects::Objects for Asking<'_> {
-    fn objects(&mut self, ids: &[String], limit: u64) -> Vec<Option<super::git_objects::Object>> {
-        let mut answers = Vec::with_capacity(ids.len());
-        if self.broken || self.cat_file.ask(ids).is_err() {
-            self.broken = true;
-        }
-        for id in ids {
-            if self.broken {
-                answers.push(None);
-                continue;
-            }
-            answers.push(match self.cat_file.object(id, limit) {
-                Ok(answer) => Some(answer),
-                Err(ReadFailure::Refused(_)) => None,
-                Err(ReadFailure::Broken(_)) => {
-                    self.broken = true;
-                    None
-                }
-            });
-        }
-        answers
-    }
+    /// The reader, chosen on first use for the whole clone: gix, or
+    /// (`Some(None)`) git where gix declines it.
+    store: Option<Option<Store>>,
 }
 
 impl GitSource {
@@ -118,22 +60,55 @@ impl GitSource {
             path: path.and_then(normalize_path),
             counts: RequestCounts::default(),
             cat_file: None,
-            stream: None,
-            warm: None,
-            walk: None,
-            begun: None,
-            odb: None,
+            store: None,
         }
     }
 
-    /// The object files, when this reader may read them itself.
-    fn odb(&mut self) -> Option<&mut super::git_odb::Odb> {
-        let repo = &self.repo;
-        self.odb
-            .get_or_insert_with(|| {
-                super::tip::git_dir(repo).and_then(|g| super::git_odb::Odb::open(&g))
-            })
-            .as_mut()
+    /// The clone through gix, opened on first use; `None` inside when
+    /// gix declines it (see `git_store`) and git reads everything.
+    fn store(&mut self) -> Option<&Store> {
+        let (repo, rev) = (&self.repo, &self.rev);
+        self.store
+            .get_or_insert_with(|| Store::open(repo, rev))
+            .as_ref()
+    }
+
+    /// Which reader answers for this clone: `gix`, or `git` where gix
+    /// declines it.
+    pub fn reader(&mut self) -> &'static str {
+        if self.store().is_some() { "gix" } else { "git" }
+    }
+
+    /// The watched path's components (none: the whole repository).
+    fn watched(&self) -> Vec<Vec<u8>> {
+        self.path
+            .as_deref()
+            .map(|p| p.split('/').map(|c| c.as_bytes().to_vec()).collect())
+            .unwrap_or_default()
+    }
+
+    /// What a failure of the gix reader tells the tick, worded as git's.
+    fn store_error(&self, what: &str, failure: Failure) -> SourceError {
+        match failure {
+            Failure::TooLarge { size, limit } => SourceError::TooLarge { size, limit },
+            Failure::NoRevision(reason) => SourceError::Config(format!(
+                "{}: {reason}; the branch or revision `{}` does not exist here (mistyped, deleted, or not fetched): check `--branch` / `SENTINEL_BRANCH`",
+                self.in_process(what),
+                self.rev
+            )),
+            Failure::Broken(reason) => {
+                SourceError::Unavailable(format!("{}: {reason}", self.in_process(what)))
+            }
+        }
+    }
+
+    /// The start of a message about the gix reader's `what` (`head
+    /// lookup`, `listing`, `compare`, `read`, `rollback lookup`).
+    fn in_process(&self, what: &str) -> String {
+        format!(
+            "reading `{}` in-process ({what}) failed",
+            self.repo.display()
+        )
     }
 
     /// The revision being watched, as given ("HEAD" when none).
@@ -270,25 +245,6 @@ impl GitSource {
             .collect())
     }
 
-    /// The answer for `blob` from the prefetch stream when it was announced
-    /// there; `None` leaves the read to the one-at-a-time child.
-    fn streamed(&mut self, blob: &str, limit: u64) -> Option<Result<Vec<u8>, SourceError>> {
-        let stream = self.stream.as_mut()?;
-        let answer = stream.read(blob, limit)?;
-        let finished = stream.pending.is_empty();
-        if finished || matches!(answer, Err(ReadFailure::Broken(_))) {
-            // A broken pipe cannot be trusted for the ids still queued:
-            // they are read one at a time from here on.
-            let stream = self.stream.take().expect("taken from just above");
-            if finished {
-                stream.close();
-            } else {
-                stream.kill();
-            }
-        }
-        Some(answer.map_err(|failure| self.read_error(failure)))
-    }
-
     /// What a failed read tells the tick: an oversized blob as such, any
     /// other refusal or a broken pipe as a failure that may pass.
     fn read_error(&self, failure: ReadFailure) -> SourceError {
@@ -299,116 +255,14 @@ impl GitSource {
         }
     }
 
-    /// The head at `tip` from one walk of the commits since `from` (the
-    /// head remembered with an older tip), kept for the compare and the
-    /// rollback lookup of the same range; `None` when the walk cannot
-    /// answer exactly (see `git_walk`), and git is asked the usual way.
-    /// A walk that fails costs nothing but its process: the usual lookup
-    /// then meets the same failure and says what it means.
-    fn walked(&mut self, from: &str, tip: &str) -> Option<String> {
-        if !is_object_id(from) || !is_object_id(tip) {
-            return None;
-        }
-        let walk = match self.object_walk(from, tip) {
-            Ok(walk) => walk,
-            // `git log` would meet the same merge, root or long range.
-            Err(super::git_objects::GaveWay::NotOneLine) => return None,
-            Err(super::git_objects::GaveWay::Unsure) => self.log_walk(from, tip)?,
-        };
-        let head = walk.head.clone();
-        self.walk = Some(walk);
-        Some(head)
-    }
-
-    /// The walk from the objects, read through the child `begin` started
-    /// (or one started now), which then stays to read the wake's contents.
-    fn object_walk(
-        &mut self,
-        from: &str,
-        tip: &str,
-    ) -> Result<super::git_walk::Walk, super::git_objects::GaveWay> {
-        let path = self.path.clone();
-        if let Some(odb) = self.odb() {
-            match super::git_objects::walk(odb, from, tip, path.as_deref()) {
-                // An object the files did not show (or could not be read
-                // here) is asked of git's child below.
-                Err(super::git_objects::GaveWay::Unsure) => {}
-                answer => return answer,
-            }
-        }
-        let mut cat_file = match self.begun.take() {
-            Some(b) if b.from == from && b.tip == tip => b.cat_file,
-            other => {
-                if let Some(stale) = other {
-                    stale.kill();
-                }
-                CatFile::spawn(self.git()).map_err(|_| super::git_objects::GaveWay::Unsure)?
-            }
-        };
-        let mut asking = Asking {
-            cat_file: &mut cat_file,
-            broken: false,
-        };
-        let walk = super::git_objects::walk(&mut asking, from, tip, self.path.as_deref());
-        if asking.broken {
-            cat_file.kill();
-        } else if self.warm.is_none() && self.stream.is_none() {
-            self.warm = Some(cat_file);
-        } else {
-            cat_file.close();
-        }
-        walk
-    }
-
-    /// The walk from one `git log --raw`: what answers when the objects
-    /// could not (and the reference the object walk is tested against).
-    fn log_walk(&mut self, from: &str, tip: &str) -> Option<super::git_walk::Walk> {
-        let mut child = self.spawn_walk(from, tip).ok()?;
-        // Bounded: commits far outside the watched path may list many
-        // files; past the bound the usual lookups answer instead.
-        let limit = super::git_walk::MAX_BYTES;
-        let mut stdout = Vec::new();
-        let read = child
-            .stdout
-            .take()?
-            .take(limit + 1)
-            .read_to_end(&mut stdout);
-        if read.is_err() || stdout.len() as u64 > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            return None;
-        }
-        if !child.wait().ok()?.success() {
-            return None;
-        }
-        super::git_walk::read(&stdout, from, tip, self.path.as_deref())
-    }
-
-    fn spawn_walk(&self, from: &str, tip: &str) -> io::Result<Child> {
-        let args = super::git_walk::args(from, tip);
-        self.git()
-            .args(&args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-    }
-
     fn describe_path(&self) -> &str {
         self.path.as_deref().unwrap_or(".")
     }
 }
 
-impl Source for GitSource {
-    fn scope(&self) -> super::Scope {
-        super::Scope {
-            source: "git".into(),
-            project: super::scope::clone_identity(&self.repo),
-            branch: self.rev.clone(),
-            path: self.path.clone().unwrap_or_default(),
-        }
-    }
-
-    fn head(&mut self) -> Result<String, SourceError> {
+/// The answers through git, for a clone gix declines.
+impl GitSource {
+    fn git_head(&mut self) -> Result<String, SourceError> {
         let rev = self.rev.clone();
         let path = self.path.clone();
         // `--no-show-signature` and `--no-follow` keep a user's log.* settings
@@ -447,46 +301,8 @@ impl Source for GitSource {
         Ok(commit.to_string())
     }
 
-    fn head_at_tip(
-        &mut self,
-        known: Option<&super::TipHead>,
-    ) -> (Result<String, SourceError>, Option<String>) {
-        // Read before git answers: a tip that moves in between makes the
-        // pair remembered older than the head, never newer, so the next
-        // tick asks again. A walk begun early was read the same way.
-        let tip = match &self.begun {
-            Some(b) => Some(b.tip.clone()),
-            None => super::tip::read(&self.repo, &self.rev),
-        };
-        if let (Some(t), Some(k)) = (&tip, known)
-            && *t == k.tip
-        {
-            self.counts.head += 1;
-            return (Ok(k.head.clone()), tip);
-        }
-        if let (Some(t), Some(k)) = (&tip, known)
-            && let Some(head) = self.walked(&k.head, t)
-        {
-            self.counts.head += 1;
-            return (Ok(head), tip);
-        }
-        (self.head(), tip)
-    }
-
-    fn list(&mut self, at: &str) -> Result<Vec<Entry>, SourceError> {
+    fn git_list(&mut self, at: &str) -> Result<Vec<Entry>, SourceError> {
         let path = self.path.clone();
-        // Read from the object files where they answer exactly; counted as
-        // the listing it stands for.
-        if is_object_id(at)
-            && let Some(odb) = self.odb()
-            && let Some(mut entries) = super::git_list::list(odb, at, path.as_deref())
-        {
-            self.counts.list += 1;
-            if !entries.is_sorted_by(|a, b| a.path <= b.path) {
-                entries.sort_by(|a, b| a.path.cmp(&b.path));
-            }
-            return Ok(entries);
-        }
         // No `--` here: after `--end-of-options` ls-tree would take it for a
         // path, and every argument after the tree is a path anyway.
         let mut args = vec!["ls-tree", "-r", "-z", "--full-tree", "--end-of-options", at];
@@ -504,18 +320,7 @@ impl Source for GitSource {
         Ok(entries)
     }
 
-    fn changes(&mut self, from: &str, to: &str) -> Result<Vec<Change>, SourceError> {
-        if let Some(w) = self
-            .walk
-            .as_ref()
-            .filter(|w| w.from == from && w.head == to)
-        {
-            // Counted as the compare it stands for, so the request counts
-            // read the same whichever way git was asked.
-            let changes = w.changes.clone();
-            self.counts.compare += 1;
-            return Ok(changes);
-        }
+    fn git_changes(&mut self, from: &str, to: &str) -> Result<Vec<Change>, SourceError> {
         let path = self.path.clone();
         let mut args = vec![
             "diff-tree",
@@ -535,91 +340,8 @@ impl Source for GitSource {
         parse_diff_tree(&stdout).map_err(|reason| self.failure("diff-tree", &reason))
     }
 
-    fn prefetch(&mut self, blobs: &[String]) {
-        if let Some(old) = self.stream.take() {
-            old.close();
-        }
-        // Only plain ids go down the pipe (see `read`): any other name is
-        // left to `read`, which refuses it.
-        let ids: VecDeque<String> = blobs.iter().filter(|b| is_object_id(b)).cloned().collect();
-        if ids.is_empty() {
-            return;
-        }
-        // Reads come from the object files as they are asked for: a few
-        // always, many (a first run, a large wake) once the pack indexes
-        // are held in memory. Only a history too large for that streams
-        // from git, which inflates in a process of its own.
-        let few = ids.len() <= FEW_READS;
-        if self.odb().is_some_and(|odb| few || odb.bulk()) {
-            return;
-        }
-        // A child that cannot start leaves every read to the one-at-a-time
-        // child, whose failure then says why.
-        let child = match self.warm.take() {
-            Some(child) => Ok(child),
-            None => CatFile::spawn_with(self.git(), STREAM_ARGS),
-        };
-        self.stream = child.and_then(|c| Stream::start(c, ids)).ok();
-    }
-
-    fn begin(&mut self, known: Option<&super::TipHead>) -> bool {
-        let Some(k) = known else {
-            return false;
-        };
-        let Some(tip) = super::tip::read(&self.repo, &self.rev) else {
-            return false;
-        };
-        if tip == k.tip || !is_object_id(&k.head) || !is_object_id(&tip) {
-            return false;
-        }
-        if let Some(old) = self.begun.take() {
-            old.kill();
-        }
-        if self.odb().is_some() {
-            // The walk reads the object files: nothing to start.
-            return true;
-        }
-        match CatFile::spawn(self.git()) {
-            Ok(cat_file) => {
-                self.begun = Some(Begun {
-                    from: k.head.clone(),
-                    tip,
-                    cat_file,
-                });
-                true
-            }
-            Err(_) => false,
-        }
-    }
-
-    fn warm(&mut self) {
-        // A wake's few reads come from the object files; a child is started
-        // when one is needed (`prefetch` of many, or a read they cannot do).
-        if self.odb().is_some() {
-            return;
-        }
-        if self.warm.is_none() && self.stream.is_none() {
-            self.warm = CatFile::spawn_with(self.git(), STREAM_ARGS).ok();
-        }
-    }
-
-    fn read(&mut self, blob: &str, limit: u64) -> Result<Vec<u8>, SourceError> {
-        // The batch protocol is line based: anything but a plain id could
-        // smuggle a second request or a `HEAD:path` lookup into the pipe.
-        if !is_object_id(blob) {
-            return Err(self.failure("cat-file", &format!("`{blob}` is not an object id")));
-        }
+    fn git_read(&mut self, blob: &str, limit: u64) -> Result<Vec<u8>, SourceError> {
         self.counts.read += 1;
-        if let Some(answer) = self.streamed(blob, limit) {
-            return answer;
-        }
-        // A blob the object files hold is the blob git would give; anything
-        // else (too large, another kind, not found) is git's to answer.
-        if let Some((super::git_odb::Kind::Blob, bytes)) =
-            self.odb().and_then(|odb| odb.read(blob, limit))
-        {
-            return Ok(bytes);
-        }
         if self.cat_file.is_none() {
             let child = CatFile::spawn(self.git())
                 .map_err(|err| self.failure("cat-file", &format!("could not run git: {err}")))?;
@@ -641,16 +363,7 @@ impl Source for GitSource {
         }
     }
 
-    fn reverts(&mut self, from: &str, to: &str) -> Result<Vec<Vec<String>>, SourceError> {
-        if let Some(w) = self
-            .walk
-            .as_ref()
-            .filter(|w| w.from == from && w.head == to)
-        {
-            let reverts = w.reverts.clone();
-            self.counts.history += 1;
-            return Ok(reverts);
-        }
+    fn git_reverts(&mut self, from: &str, to: &str) -> Result<Vec<Vec<String>>, SourceError> {
         let path = self.path.clone();
         let range = format!("{from}..{to}");
         let mut args = vec![
@@ -670,9 +383,119 @@ impl Source for GitSource {
         let stdout = self.run("history", &args)?;
         Ok(parse_reverts(&stdout))
     }
+}
+
+impl Source for GitSource {
+    fn scope(&self) -> super::Scope {
+        super::Scope {
+            source: "git".into(),
+            project: super::scope::clone_identity(&self.repo),
+            branch: self.rev.clone(),
+            path: self.path.clone().unwrap_or_default(),
+        }
+    }
+
+    fn head(&mut self) -> Result<String, SourceError> {
+        let watched = self.watched();
+        let parts: Vec<&[u8]> = watched.iter().map(Vec::as_slice).collect();
+        let rev = self.rev.clone();
+        let Some(answer) = self
+            .store()
+            .map(|s| s.tip(&rev).and_then(|tip| s.head(tip, &parts)))
+        else {
+            return self.git_head();
+        };
+        self.counts.head += 1;
+        match answer {
+            Ok(Some(head)) => Ok(head.to_string()),
+            Ok(None) => Err(SourceError::Config(format!(
+                "{}: no commit on `{rev}` touches `{}`; the path never existed on this branch: check `--path` / `SENTINEL_PATH` (and `--branch` / `SENTINEL_BRANCH`)",
+                self.in_process("head lookup"),
+                self.describe_path()
+            ))),
+            Err(failure) => Err(self.store_error("head lookup", failure)),
+        }
+    }
+
+    fn head_at_tip(
+        &mut self,
+        known: Option<&super::TipHead>,
+    ) -> (Result<String, SourceError>, Option<String>) {
+        // Read before the head is looked up: a tip that moves in between
+        // makes the pair remembered older than the head, never newer, so
+        // the next tick asks again.
+        let rev = self.rev.clone();
+        let tip = self
+            .store()
+            .and_then(|s| s.tip(&rev).ok())
+            .map(|t| t.to_string());
+        if let (Some(t), Some(k)) = (&tip, known)
+            && *t == k.tip
+        {
+            self.counts.head += 1;
+            return (Ok(k.head.clone()), tip);
+        }
+        (self.head(), tip)
+    }
+
+    fn list(&mut self, at: &str) -> Result<Vec<Entry>, SourceError> {
+        let watched = self.watched();
+        let parts: Vec<&[u8]> = watched.iter().map(Vec::as_slice).collect();
+        let Some(answer) = self.store().map(|s| s.list(at, &parts)) else {
+            return self.git_list(at);
+        };
+        self.counts.list += 1;
+        answer.map_err(|failure| self.store_error("listing", failure))
+    }
+
+    fn changes(&mut self, from: &str, to: &str) -> Result<Vec<Change>, SourceError> {
+        let watched = self.watched();
+        let parts: Vec<&[u8]> = watched.iter().map(Vec::as_slice).collect();
+        let Some(answer) = self.store().map(|s| s.changes(from, to, &parts)) else {
+            return self.git_changes(from, to);
+        };
+        self.counts.compare += 1;
+        answer.map_err(|failure| self.store_error("compare", failure))
+    }
+
+    fn read(&mut self, blob: &str, limit: u64) -> Result<Vec<u8>, SourceError> {
+        // The batch protocol is line based: anything but a plain id could
+        // smuggle a second request or a `HEAD:path` lookup into the pipe.
+        if !is_object_id(blob) {
+            return Err(self.failure("cat-file", &format!("`{blob}` is not an object id")));
+        }
+        let Some(answer) = self.store().map(|s| s.read(blob, limit)) else {
+            return self.git_read(blob, limit);
+        };
+        self.counts.read += 1;
+        answer.map_err(|failure| self.store_error("read", failure))
+    }
+
+    fn reverts(&mut self, from: &str, to: &str) -> Result<Vec<Vec<String>>, SourceError> {
+        let watched = self.watched();
+        let parts: Vec<&[u8]> = watched.iter().map(Vec::as_slice).collect();
+        match self.store().map(|s| s.reverts(from, to, &parts)) {
+            Some(Ok(Some(reverts))) => {
+                self.counts.history += 1;
+                Ok(reverts)
+            }
+            Some(Err(failure)) => {
+                self.counts.history += 1;
+                Err(self.store_error("rollback lookup", failure))
+            }
+            // Not one line of commits (a merge, a long range): git walks it.
+            Some(Ok(None)) | None => self.git_reverts(from, to),
+        }
+    }
 
     fn request_counts(&self) -> RequestCounts {
-        self.counts
+        RequestCounts {
+            reader: self
+                .store
+                .as_ref()
+                .map(|s| if s.is_some() { "gix" } else { "git" }),
+            ..self.counts
+        }
     }
 }
 
@@ -681,108 +504,14 @@ impl Drop for GitSource {
         if let Some(cat_file) = self.cat_file.take() {
             cat_file.close();
         }
-        if let Some(stream) = self.stream.take() {
-            stream.close();
-        }
-        if let Some(warm) = self.warm.take() {
-            warm.close();
-        }
-        if let Some(begun) = self.begun.take() {
-            begun.kill();
-        }
     }
 }
 
 /// A running `git cat-file --batch`.
 struct CatFile {
     child: Child,
-    /// `None` when a writer thread feeds the ids (`Stream`).
     stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
-}
-
-/// A `git cat-file --batch` that was handed every announced id at once by a
-/// writer thread, so git never waits for the next question and this
-/// process never waits for a round trip: the answers come back in the order
-/// of `pending`. Reading them one by one keeps memory to one blob, and git
-/// blocks on a full pipe while the tick judges.
-struct Stream {
-    cat_file: CatFile,
-    /// The ids written whose answers are not taken yet, oldest first.
-    pending: VecDeque<String>,
-    writer: Option<JoinHandle<()>>,
-}
-
-/// A `Stream`'s child. `--buffer`: git fills its output buffer instead of
-/// flushing after every object; the closed input at the end flushes the
-/// rest (so only a child fed all its ids at once may be started so).
-/// The most reads `prefetch` leaves to the object files.
-const FEW_READS: usize = 64;
-
-const STREAM_ARGS: &[&str] = &["cat-file", "--batch", "--buffer"];
-
-impl Stream {
-    fn start(mut cat_file: CatFile, ids: VecDeque<String>) -> io::Result<Stream> {
-        let stdin = cat_file.stdin.take().expect("spawned with a pipe");
-        let mut list = Vec::with_capacity(ids.len() * 41);
-        for id in &ids {
-            list.extend_from_slice(id.as_bytes());
-            list.push(b'\n');
-        }
-        let writer = std::thread::Builder::new()
-            .name("cat-file ids".into())
-            .spawn(move || {
-                // A child that stopped reading (it died, or the answers are
-                // no longer wanted) ends the writing: the reader notices.
-                let mut stdin = BufWriter::with_capacity(64 * 1024, stdin);
-                let _ = stdin.write_all(&list).and_then(|()| stdin.flush());
-            });
-        match writer {
-            Ok(writer) => Ok(Stream {
-                cat_file,
-                pending: ids,
-                writer: Some(writer),
-            }),
-            Err(err) => {
-                cat_file.kill();
-                Err(err)
-            }
-        }
-    }
-
-    /// The answer for `blob`, after discarding the answers queued before it
-    /// (ids announced but never asked for); `None` when it was not queued.
-    fn read(&mut self, blob: &str, limit: u64) -> Option<Result<Vec<u8>, ReadFailure>> {
-        let at = if self.pending.front().is_some_and(|id| id == blob) {
-            0
-        } else {
-            self.pending.iter().position(|id| id == blob)?
-        };
-        for id in self.pending.drain(..at).collect::<Vec<_>>() {
-            if let Err(failure) = self.cat_file.discard(&id) {
-                return Some(Err(failure));
-            }
-        }
-        self.pending.pop_front();
-        Some(self.cat_file.answer(blob, limit))
-    }
-
-    /// Ends the child (answers still queued are dropped, which makes git
-    /// stop) and then the writer, which fails on the closed pipe if it was
-    /// still writing.
-    fn close(mut self) {
-        self.cat_file.close();
-        if let Some(writer) = self.writer.take() {
-            let _ = writer.join();
-        }
-    }
-
-    fn kill(mut self) {
-        self.cat_file.kill();
-        if let Some(writer) = self.writer.take() {
-            let _ = writer.join();
-        }
-    }
 }
 
 /// Why a batch read gave no bytes.
@@ -794,13 +523,9 @@ enum ReadFailure {
 }
 
 impl CatFile {
-    fn spawn(cmd: Command) -> io::Result<CatFile> {
-        CatFile::spawn_with(cmd, &["cat-file", "--batch"])
-    }
-
-    fn spawn_with(mut cmd: Command, args: &[&str]) -> io::Result<CatFile> {
+    fn spawn(mut cmd: Command) -> io::Result<CatFile> {
         let mut child = cmd
-            .args(args)
+            .args(["cat-file", "--batch"])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -828,52 +553,6 @@ impl CatFile {
             .and_then(|()| stdin.flush())
             .map_err(broken)?;
         self.answer(blob, limit)
-    }
-
-    /// Asks for all of `ids` in one write; their answers are then read in
-    /// order with `object`. Only ids, and few enough to fit in the pipe
-    /// (`git_objects` asks at most 64 at once).
-    fn ask(&mut self, ids: &[String]) -> io::Result<()> {
-        let stdin = self
-            .stdin
-            .as_mut()
-            .ok_or_else(|| io::Error::other("cat-file takes its ids from another writer"))?;
-        let mut list = Vec::with_capacity(ids.len() * 41);
-        for id in ids {
-            if !is_object_id(id) {
-                return Err(io::Error::other(format!("`{id}` is not an object id")));
-            }
-            list.extend_from_slice(id.as_bytes());
-            list.push(b'\n');
-        }
-        stdin.write_all(&list).and_then(|()| stdin.flush())
-    }
-
-    /// The next answer, for `id` (asked with `ask`): its kind and bytes;
-    /// one over `limit` is refused without being held.
-    fn object(&mut self, id: &str, limit: u64) -> Result<(String, Vec<u8>), ReadFailure> {
-        let broken = |err: io::Error| ReadFailure::Broken(format!("cat-file stopped: {err}"));
-        let (kind, size) = self.read_header(id)?;
-        if size > limit {
-            self.skip(size)?;
-            return Err(ReadFailure::Refused(SourceError::TooLarge { size, limit }));
-        }
-        let len = usize::try_from(size)
-            .map_err(|_| ReadFailure::Broken(format!("{size} bytes do not fit in memory")))?;
-        let mut bytes = vec![0; len];
-        self.stdout.read_exact(&mut bytes).map_err(broken)?;
-        self.end_of_answer()?;
-        Ok((kind, bytes))
-    }
-
-    /// Passes over the answer for `blob`, asked for but no longer wanted,
-    /// without holding its bytes.
-    fn discard(&mut self, blob: &str) -> Result<(), ReadFailure> {
-        match self.read_header(blob) {
-            Ok((_, size)) => self.skip(size),
-            Err(ReadFailure::Refused(_)) => Ok(()),
-            Err(broken) => Err(broken),
-        }
     }
 
     /// The answer for `blob`, the next one in the pipe: its bytes, or why
@@ -988,7 +667,6 @@ impl CatFile {
         let _ = child.wait();
     }
 }
-
 /// `None` for the whole repository, else the directory without the
 /// decorations (`./`, `/`) that git would not read as part of the name.
 fn normalize_path(path: String) -> Option<String> {
@@ -1128,10 +806,15 @@ mod tests {
 
     impl Repo {
         fn new() -> Repo {
+            Repo::with_format("sha1")
+        }
+
+        fn with_format(format: &str) -> Repo {
             let repo = Repo {
                 dir: TempDir::new().expect("temporary directory"),
             };
-            repo.git(&["-c", "init.defaultBranch=main", "init", "-q"]);
+            let format = format!("--object-format={format}");
+            repo.git(&["-c", "init.defaultBranch=main", "init", "-q", &format]);
             repo
         }
 
@@ -1188,17 +871,19 @@ mod tests {
         }
 
         /// A source that reads through git only: these tests are about
-        /// its children (the object files' reader has tests of its own,
-        /// and `reads_from_the_object_files_answer_what_git_answers`).
+        /// the fallback (`both_readers_answer_alike` holds gix to it).
         fn source(&self, path: Option<&str>) -> GitSource {
             let mut source =
                 GitSource::new(self.path().to_path_buf(), None, path.map(str::to_string));
-            source.odb = Some(None);
+            source.store = Some(None);
             source
         }
 
-        fn source_reading_objects(&self, path: Option<&str>) -> GitSource {
-            GitSource::new(self.path().to_path_buf(), None, path.map(str::to_string))
+        fn source_through_gix(&self, path: Option<&str>) -> GitSource {
+            let mut source =
+                GitSource::new(self.path().to_path_buf(), None, path.map(str::to_string));
+            assert_eq!(source.reader(), "gix");
+            source
         }
     }
 
@@ -1512,10 +1197,15 @@ mod tests {
         let repo = Repo::new();
         repo.write("a", "a");
         repo.commit("one");
-        let mut source = GitSource::new(repo.path().to_path_buf(), Some("--all".into()), None);
-        assert!(config(source.head()).contains("bad revision '--all'"));
-        unavailable(source.list("--name-only"));
-        unavailable(source.changes("--stat", "HEAD"));
+        for mut source in [
+            GitSource::new(repo.path().to_path_buf(), Some("--all".into()), None),
+            repo.source(None),
+        ] {
+            source.rev = "--all".into();
+            assert!(config(source.head()).contains("`--all`"));
+            unavailable(source.list("--name-only"));
+            unavailable(source.changes("--stat", "HEAD"));
+        }
     }
 
     #[test]
@@ -1638,143 +1328,6 @@ mod tests {
         );
         assert_eq!(source.cat_file.as_ref().unwrap().child.id(), pid);
         assert_eq!(source.requests(), 4);
-    }
-
-    #[test]
-    fn a_warmed_child_answers_the_prefetch_and_one_never_used_ends_with_the_source() {
-        let repo = Repo::new();
-        repo.write("a", "alpha\n");
-        repo.write("b", "beta\n");
-        repo.commit("one");
-        let (a, b) = (repo.blob("HEAD:a"), repo.blob("HEAD:b"));
-
-        let mut source = repo.source(None);
-        source.warm();
-        let pid = source.warm.as_ref().unwrap().child.id();
-        source.prefetch(&[a.clone(), b.clone()]);
-        assert!(source.warm.is_none(), "the warm child was handed over");
-        assert_eq!(source.stream.as_ref().unwrap().cat_file.child.id(), pid);
-        assert_eq!(source.read(&a, 1 << 20), Ok(b"alpha\n".to_vec()));
-        assert_eq!(source.read(&b, 1 << 20), Ok(b"beta\n".to_vec()));
-        assert!(source.cat_file.is_none(), "no other child was started");
-
-        let mut idle = repo.source(None);
-        idle.warm();
-        let pid = idle.warm.as_ref().unwrap().child.id();
-        drop(idle);
-        // Reaped by the drop: no such process, not even a zombie.
-        assert!(!Path::new(&format!("/proc/{pid}")).exists());
-    }
-
-    #[test]
-    fn reads_from_the_object_files_answer_what_git_answers() {
-        let repo = Repo::new();
-        repo.write("src/a.js", "a");
-        repo.write("src/b.js", "b");
-        repo.write("elsewhere/c.js", "c");
-        let first = repo.commit("one");
-        repo.write("src/a.js", "a2");
-        repo.remove("src/b.js");
-        repo.write("src/d/e.js", "e");
-        let second = repo.commit("two");
-        // Half of the objects packed, half loose.
-        repo.git(&["repack", "-adq"]);
-        repo.write("src/a.js", "a3");
-        let third = repo.commit("three");
-        let known = crate::state::schema::TipHead {
-            tip: first.clone(),
-            head: first.clone(),
-        };
-        let mut by_git = repo.source(Some("src"));
-        let mut by_files = repo.source_reading_objects(Some("src"));
-        assert!(by_files.begin(Some(&known)));
-        assert!(by_files.begun.is_none(), "nothing started");
-        let answers = |s: &mut GitSource| {
-            let head = s.head_at_tip(Some(&known));
-            let changes = s.changes(&first, &third);
-            let reverts = s.reverts(&first, &third);
-            (
-                format!("{head:?}"),
-                format!("{changes:?}"),
-                format!("{reverts:?}"),
-            )
-        };
-        assert_eq!(answers(&mut by_files), answers(&mut by_git));
-        assert_eq!(by_files.walk.as_ref().unwrap().head, third);
-        let blobs: Vec<String> = [&first, &second, &third]
-            .iter()
-            .map(|c| repo.blob(&format!("{c}:src/a.js")))
-            .collect();
-        by_files.warm();
-        by_files.prefetch(&blobs);
-        assert!(by_files.warm.is_none() && by_files.stream.is_none());
-        for blob in &blobs {
-            assert_eq!(
-                by_files.read(blob, 100).unwrap(),
-                by_git.read(blob, 100).unwrap()
-            );
-        }
-        assert!(by_files.cat_file.is_none(), "no git child was needed");
-        // Too large for the object files' reader: git answers, as before.
-        let refused = by_files.read(&blobs[2], 1).unwrap_err();
-        assert_eq!(
-            format!("{refused:?}"),
-            format!("{:?}", by_git.read(&blobs[2], 1).unwrap_err())
-        );
-    }
-
-    #[test]
-    fn a_walk_begun_early_answers_the_head_lookup_and_a_stale_one_is_replaced() {
-        let repo = Repo::new();
-        repo.write("src/a.js", "a");
-        let first = repo.commit("one");
-        repo.write("src/a.js", "a2");
-        let second = repo.commit("two");
-        let known = crate::state::schema::TipHead {
-            tip: first.clone(),
-            head: first.clone(),
-        };
-
-        let mut source = repo.source(Some("src"));
-        assert!(source.begin(Some(&known)));
-        let pid = source.begun.as_ref().unwrap().cat_file.child.id();
-        let (head, tip) = source.head_at_tip(Some(&known));
-        assert_eq!(
-            (head, tip.as_deref()),
-            (Ok(second.clone()), Some(second.as_str()))
-        );
-        assert!(source.begun.is_none(), "the begun walk was read");
-        assert_eq!(source.walk.as_ref().unwrap().from, first);
-        // Its child stays to read the wake's contents, and no other starts.
-        assert_eq!(source.warm.as_ref().map(|w| w.child.id()), Some(pid));
-        source.warm();
-        assert_eq!(source.warm.as_ref().map(|w| w.child.id()), Some(pid));
-        let blob = repo.blob(&format!("{second}:src/a.js"));
-        source.prefetch(std::slice::from_ref(&blob));
-        assert_eq!(source.read(&blob, 100).unwrap(), b"a2");
-        drop(source);
-        assert!(!Path::new(&format!("/proc/{pid}")).exists(), "and reaped");
-
-        // Nothing to begin when the tip has not moved.
-        let unmoved = crate::state::schema::TipHead {
-            tip: second.clone(),
-            head: second.clone(),
-        };
-        assert!(!repo.source(Some("src")).begin(Some(&unmoved)));
-
-        // A walk begun for another remembered head is ended, not used.
-        let mut source = repo.source(Some("src"));
-        assert!(source.begin(Some(&known)));
-        let stale = source.begun.as_ref().unwrap().cat_file.child.id();
-        let other = crate::state::schema::TipHead {
-            tip: "0".repeat(40),
-            head: first.clone(),
-        };
-        let _ = source.walked(&"1".repeat(40), &second);
-        assert!(source.begun.is_none());
-        assert!(!Path::new(&format!("/proc/{stale}")).exists());
-        let (head, _) = source.head_at_tip(Some(&other));
-        assert_eq!(head, Ok(second));
     }
 
     #[test]
@@ -1907,474 +1460,73 @@ mod tests {
         }
     }
 
-    /// The pid of the child the announced reads stream from.
-    fn stream_pid(source: &GitSource) -> Option<u32> {
-        source.stream.as_ref().map(|s| s.cat_file.child.id())
-    }
-
+    /// A history of every kind of change (executables, links, a
+    /// submodule, a file turned directory, names with spaces, a merge, a
+    /// revert), in SHA-1 and SHA-256: gix answers every lookup exactly as
+    /// git does, at several watched paths.
     #[test]
-    fn announced_reads_stream_from_one_child_in_order_without_a_round_trip_each() {
-        let repo = Repo::new();
-        let names: Vec<String> = (0..50).map(|i| format!("f{i}")).collect();
-        for (i, name) in names.iter().enumerate() {
-            repo.write(name, format!("file {i}\n").repeat(i + 1));
-        }
-        repo.commit("one");
-        let blobs: Vec<String> = names
-            .iter()
-            .map(|n| repo.blob(&format!("HEAD:{n}")))
-            .collect();
-
-        let mut source = repo.source(None);
-        source.prefetch(&blobs);
-        let pid = stream_pid(&source).expect("the announced ids are streamed");
-        for (i, blob) in blobs.iter().enumerate() {
-            assert_eq!(
-                source.read(blob, 1 << 20),
-                Ok(format!("file {i}\n").repeat(i + 1).into_bytes())
-            );
-            if i + 1 < blobs.len() {
-                assert_eq!(stream_pid(&source), Some(pid));
-            }
-        }
-        // Every answer came from the stream: the one-at-a-time child was
-        // never needed, and the finished stream is closed.
-        assert!(source.cat_file.is_none());
-        assert!(source.stream.is_none());
-        assert_eq!(source.requests(), 50);
-        // A read of an id announced earlier is answered all the same.
-        assert_eq!(source.read(&blobs[0], 100), Ok(b"file 0\n".to_vec()));
-    }
-
-    #[test]
-    fn a_missing_object_in_the_middle_of_a_stream_fails_alone() {
-        let repo = Repo::new();
-        repo.write("a", "a");
-        repo.write("b", "b");
-        repo.commit("one");
-        let (a, b, missing) = (repo.blob("HEAD:a"), repo.blob("HEAD:b"), "2".repeat(40));
-
-        let mut source = repo.source(None);
-        source.prefetch(&[a.clone(), missing.clone(), b.clone()]);
-        let pid = stream_pid(&source);
-        assert_eq!(source.read(&a, 100), Ok(b"a".to_vec()));
-        let msg = unavailable(source.read(&missing, 100));
-        assert!(msg.contains("missing"), "{msg}");
-        assert_eq!(stream_pid(&source), pid, "the stream is still in step");
-        assert_eq!(source.read(&b, 100), Ok(b"b".to_vec()));
-        assert!(source.cat_file.is_none());
-    }
-
-    #[test]
-    fn a_huge_blob_in_a_stream_is_too_large_and_skipped_and_an_unasked_one_passed_over() {
-        let repo = Repo::new();
-        // Several chunks' and pipe buffers' worth, so skipping really loops.
-        let big = vec![b'z'; 3 << 20];
-        repo.write("big", &big);
-        repo.write("other-big", vec![b'y'; 3 << 20]);
-        repo.write("small", "small");
-        repo.write("last", "last");
-        repo.commit("one");
-        let ids: Vec<String> = ["big", "other-big", "small", "last"]
-            .iter()
-            .map(|n| repo.blob(&format!("HEAD:{n}")))
-            .collect();
-
-        let mut source = repo.source(None);
-        source.prefetch(&ids);
-        let pid = stream_pid(&source);
-        assert_eq!(
-            source.read(&ids[0], 1000),
-            Err(SourceError::TooLarge {
-                size: 3 << 20,
-                limit: 1000,
-            })
-        );
-        // `other-big` was announced but is never asked for: passed over.
-        assert_eq!(source.read(&ids[2], 5), Ok(b"small".to_vec()));
-        assert_eq!(stream_pid(&source), pid);
-        assert_eq!(source.read(&ids[3], 5), Ok(b"last".to_vec()));
-        assert!(source.cat_file.is_none());
-        // The same blob under the limit, asked again, is read whole.
-        assert_eq!(source.read(&ids[0], 3 << 20), Ok(big));
-    }
-
-    #[test]
-    fn a_read_of_an_id_that_was_not_announced_leaves_the_stream_in_step() {
-        let repo = Repo::new();
-        repo.write("a", "a");
-        repo.write("b", "b");
-        repo.write("c", "c");
-        repo.commit("one");
-        let (a, b, c) = (
-            repo.blob("HEAD:a"),
-            repo.blob("HEAD:b"),
-            repo.blob("HEAD:c"),
-        );
-
-        let mut source = repo.source(None);
-        source.prefetch(&[a.clone(), b.clone()]);
-        assert_eq!(source.read(&c, 100), Ok(b"c".to_vec()));
-        assert!(
-            source.cat_file.is_some(),
-            "asked of the one-at-a-time child"
-        );
-        assert_eq!(source.read(&a, 100), Ok(b"a".to_vec()));
-        assert_eq!(source.read(&b, 100), Ok(b"b".to_vec()));
-        assert_eq!(source.requests(), 3);
-    }
-
-    #[test]
-    fn a_git_that_dies_mid_stream_is_unavailable_and_the_next_read_still_works() {
-        let repo = Repo::new();
-        // Larger than any pipe buffer: git cannot have answered it whole
-        // before it is killed.
-        repo.write("big", vec![b'z'; 4 << 20]);
-        repo.write("small", "small");
-        repo.commit("one");
-        let (big, small) = (repo.blob("HEAD:big"), repo.blob("HEAD:small"));
-
-        let mut source = repo.source(None);
-        source.prefetch(&[big.clone(), small.clone()]);
-        let child = &mut source.stream.as_mut().unwrap().cat_file.child;
-        child.kill().unwrap();
-        child.wait().unwrap();
-
-        let msg = unavailable(source.read(&big, 8 << 20));
-        assert!(msg.contains("cat-file stopped"), "{msg}");
-        assert!(
-            source.stream.is_none(),
-            "a broken stream is not trusted again"
-        );
-        assert_eq!(source.read(&small, 100), Ok(b"small".to_vec()));
-        assert_eq!(source.requests(), 2);
-    }
-
-    #[test]
-    fn dropping_the_source_mid_stream_ends_its_child_and_writer() {
-        let repo = Repo::new();
-        let names: Vec<String> = (0..200).map(|i| format!("f{i}")).collect();
-        for name in &names {
-            // Answers that cannot all sit in the pipe: git blocks on it.
-            repo.write(name, name.repeat(2000));
-        }
-        repo.commit("one");
-        let blobs: Vec<String> = names
-            .iter()
-            .map(|n| repo.blob(&format!("HEAD:{n}")))
-            .collect();
-
-        let mut source = repo.source(None);
-        source.prefetch(&blobs);
-        source.read(&blobs[0], 1 << 20).unwrap();
-        let pid = stream_pid(&source).unwrap();
-        drop(source);
-        if cfg!(target_os = "linux") {
-            assert!(!Path::new(&format!("/proc/{pid}")).exists());
-        }
-    }
-
-    /// Every (remembered head, tip) pair of a line of commits with the odd
-    /// cases: the walk answers the head, the compare and the rollback
-    /// lookup exactly as the three git commands do.
-    #[test]
-    fn a_walk_since_the_remembered_head_answers_what_the_three_lookups_do() {
-        use std::os::unix::fs::PermissionsExt;
-        let repo = Repo::new();
-        repo.write("src/a.js", "a");
-        repo.write("src/b.sh", "b");
-        repo.write("src/dir/c.js", "c");
-        repo.write("src/odd\n\x01name", "odd");
-        repo.write("srcx/out.js", "not watched");
-        repo.write("other/x", "x");
-        let mut commits = vec![repo.commit("one")];
-        repo.write("src/a.js", "a2");
-        repo.write("srcx/out.js", "still not watched");
-        commits.push(repo.commit("two"));
-        repo.write("other/x", "x2");
-        commits.push(repo.commit("outside only"));
-        repo.write("src/tmp.js", "short-lived");
-        repo.write("src/odd\n\x01name", "odd2");
-        commits.push(repo.commit("add tmp"));
-        repo.remove("src/tmp.js");
-        let exec = repo.path().join("src/b.sh");
-        fs::set_permissions(&exec, fs::Permissions::from_mode(0o755)).unwrap();
-        commits.push(repo.commit("drop tmp"));
-        repo.write("src/a.js", "a");
-        repo.write("src/b.sh", "b2");
-        commits.push(repo.commit("Revert \"two\""));
-        repo.remove("src/dir/c.js");
-        std::os::unix::fs::symlink("elsewhere", repo.path().join("src/dir/c.js")).unwrap();
-        repo.write("src/dir/new.js", "new");
-        commits.push(repo.commit("link"));
-        repo.write("src/dir/new.js", "new");
-        repo.write("other/y", "y");
-        commits.push(repo.commit("outside at the tip"));
-        let tip = commits.last().unwrap().clone();
-        for path in [Some("src"), Some("src/dir"), None] {
-            let head = repo.source(path).head().unwrap();
-            for from in &commits[..commits.len() - 1] {
-                let mut walker = repo.source(path);
-                let Some(walked) = walker.walked(from, &tip) else {
-                    panic!("no walk from {from} at {path:?}");
-                };
-                let mut asked = repo.source(path);
-                assert_eq!(walked, head, "head from {from} at {path:?}");
-                assert_eq!(
-                    walker.changes(from, &walked).unwrap(),
-                    asked.changes(from, &walked).unwrap(),
-                    "changes from {from} at {path:?}"
-                );
-                assert_eq!(
-                    walker.reverts(from, &walked).unwrap(),
-                    asked.reverts(from, &walked).unwrap(),
-                    "reverts from {from} at {path:?}"
-                );
-                assert_eq!(walker.request_counts().compare, 1);
-                assert_eq!(walker.request_counts().history, 1);
-            }
-        }
-        assert_eq!(
-            repo.source(Some("src"))
-                .reverts(&commits[0], &tip)
-                .unwrap()
-                .len(),
-            1,
-            "the range holds a revert"
-        );
-    }
-
-    /// A merge, a branch rewritten under the remembered head, or a range
-    /// longer than the walk takes is left to the usual lookups.
-    #[test]
-    fn a_walk_over_anything_but_a_short_line_of_commits_gives_way() {
-        let repo = Repo::new();
-        repo.write("src/a.js", "a");
-        let base = repo.commit("one");
-        repo.git(&["checkout", "-q", "-b", "side"]);
-        repo.write("src/b.js", "b");
-        repo.commit("side");
-        repo.git(&["checkout", "-q", "main"]);
-        repo.write("src/a.js", "a2");
-        repo.commit("main");
-        repo.git(&["merge", "-q", "--no-edit", "side"]);
-        let merged = repo.git(&["rev-parse", "HEAD"]);
-        assert_eq!(repo.source(Some("src")).walked(&base, &merged), None);
-        let side = repo.git(&["rev-parse", "side"]);
-        assert_eq!(repo.source(Some("src")).walked(&side, &merged), None);
-        let mut last = merged.clone();
-        for i in 0..=crate::source::git_walk::MAX_COMMITS {
-            repo.write("src/a.js", format!("{i}"));
-            last = repo.commit("again");
-        }
-        assert_eq!(repo.source(Some("src")).walked(&merged, &last), None);
-        let unknown = format!("{:040x}", 7);
-        assert_eq!(repo.source(Some("src")).walked(&unknown, &last), None);
-    }
-
-    /// The walk read from the objects through `cat-file` against the one
-    /// read from `git log --raw` (the reference), for every range of a
-    /// history holding every kind of change, at several watched paths.
-    #[test]
-    fn the_object_walk_answers_exactly_what_the_log_walk_does() {
-        use std::os::unix::ffi::OsStrExt;
-        use std::os::unix::fs::PermissionsExt;
-        let repo = Repo::new();
-        let odd = |name: &[u8]| repo.path().join(std::ffi::OsStr::from_bytes(name));
-        repo.write("src/a.js", "a");
-        repo.write("src/b.sh", "b");
-        repo.write("src/dir/c.js", "c");
-        repo.write("src/dir/deep/d.js", "d");
-        repo.write("src/dir2/e.js", "e");
-        repo.write("src/f", "f");
-        repo.write("src/odd\n\x01name", "odd");
-        repo.write("src/with space.js", "space");
-        repo.write("src.js", "next to it");
-        repo.write("src-a/x", "next to it");
-        repo.write("srcx/out.js", "not watched");
-        repo.write("other/x", "x");
-        fs::write(odd(b"src/\xff\xfe.js"), "not utf-8").unwrap();
-        let mut commits = vec![repo.commit("one")];
-        repo.write("src/a.js", "a2");
-        commits.push(repo.commit("two"));
-        repo.write("other/x", "x2");
-        commits.push(repo.commit("outside only"));
-        let exec = repo.path().join("src/b.sh");
-        fs::set_permissions(&exec, fs::Permissions::from_mode(0o755)).unwrap();
-        fs::write(odd(b"src/\xff\xfe.js"), "not utf-8, edited").unwrap();
-        commits.push(repo.commit("exec bit"));
-        repo.remove("src/dir/c.js");
-        std::os::unix::fs::symlink("elsewhere", repo.path().join("src/dir/c.js")).unwrap();
-        commits.push(repo.commit("link"));
-        repo.remove("src/f");
-        repo.write("src/f/g.js", "g");
-        commits.push(repo.commit("file to directory"));
-        fs::remove_dir_all(repo.path().join("src/dir2")).unwrap();
-        repo.write("src/dir2", "now a file");
-        commits.push(repo.commit("directory to file"));
-        let sub = repo.path().join("src/sub");
-        fs::create_dir_all(&sub).unwrap();
-        repo.git(&["-C", "src/sub", "init", "-q"]);
-        repo.git(&["-C", "src/sub", "commit", "-q", "--allow-empty", "-m", "s"]);
-        commits.push(repo.commit("submodule"));
-        repo.write("src/a.js", "a");
-        commits.push(repo.commit("Revert \"two\"\n\nThis reverts it."));
-        repo.write("src/dir/deep/d.js", "d2");
-        commits.push(repo.commit("change"));
-        repo.write("src/dir/deep/d.js", "d");
-        repo.git(&["-C", "src/sub", "commit", "-q", "--allow-empty", "-m", "t"]);
-        commits.push(repo.commit("\n\nRevert\n\"change\" (a subject of two lines)"));
-        repo.remove("src/with space.js");
-        repo.write("src/late/h.js", "h");
-        commits.push(repo.commit("delete and add"));
-        commits.push(repo.commit("empty"));
-        repo.write("other/x", "x3");
-        commits.push(repo.commit("Revert \"outside only\""));
-        fs::remove_dir_all(repo.path().join("src/dir")).unwrap();
-        commits.push(repo.commit("drop a watched directory"));
-        repo.write("src/f/g.js", "g2");
-        repo.write("src/odd\n\x01name", "odd2");
-        commits.push(repo.commit("outside at the tip"));
-        repo.write("other/y", "y");
-        commits.push(repo.commit("outside at the tip"));
-
-        let paths = [
-            Some("src"),
-            Some("src/dir"),
-            Some("src/late"),
-            Some("src/f"),
-            Some("src/a.js"),
-            Some("src/sub"),
-            Some("nowhere"),
-            None,
-        ];
-        let mut answered = 0;
-        for path in paths {
-            let mut source = repo.source(path);
-            for (i, from) in commits.iter().enumerate() {
-                for tip in &commits[i..] {
-                    let reference = source.log_walk(from, tip);
-                    let walked = source.object_walk(from, tip).ok();
-                    assert_eq!(walked, reference, "from {from} to {tip} at {path:?}");
-                    answered += usize::from(walked.is_some());
+    fn both_readers_answer_alike() {
+        for format in ["sha1", "sha256"] {
+            let repo = Repo::with_format(format);
+            let mut commits = vec![];
+            repo.write("docs/a.md", "a");
+            repo.write("docs/deep/b c.md", "b");
+            repo.write("top", "t");
+            commits.push(repo.commit("one"));
+            repo.write("docs/a.md", "a2");
+            repo.write("docs/run.sh", "#!/bin/sh");
+            repo.git(&["update-index", "--add", "--chmod=+x", "docs/run.sh"]);
+            std::os::unix::fs::symlink("a.md", repo.path().join("docs/link")).unwrap();
+            commits.push(repo.commit("two"));
+            let sub = repo.git(&["rev-parse", "HEAD"]);
+            let cacheinfo = format!("160000,{sub},docs/sub");
+            repo.git(&["update-index", "--add", "--cacheinfo", &cacheinfo]);
+            repo.git(&["commit", "-q", "-m", "sub"]);
+            commits.push(repo.git(&["rev-parse", "HEAD"]));
+            repo.remove("docs/deep/b c.md");
+            fs::remove_dir(repo.path().join("docs/deep")).unwrap();
+            repo.write("docs/deep", "now a file");
+            repo.write("elsewhere/x", "x");
+            commits.push(repo.commit("three"));
+            repo.git(&["revert", "--no-edit", "HEAD"]);
+            commits.push(repo.git(&["rev-parse", "HEAD"]));
+            repo.git(&["checkout", "-q", "-b", "side", &commits[1]]);
+            repo.write("docs/side.md", "s");
+            repo.commit("side");
+            repo.git(&["checkout", "-q", "main"]);
+            repo.git(&["merge", "-q", "--no-edit", "side"]);
+            commits.push(repo.git(&["rev-parse", "HEAD"]));
+            repo.write("elsewhere/y", "y");
+            commits.push(repo.commit("outside"));
+            for path in [
+                None,
+                Some("docs"),
+                Some("docs/deep"),
+                Some("top"),
+                Some("none"),
+            ] {
+                let (mut git, mut gix) = (repo.source(path), repo.source_through_gix(path));
+                // The same answer, or the same kind of error in other words.
+                let (a, b) = (gix.head(), git.head());
+                match (&a, &b) {
+                    (Err(SourceError::Config(_)), Err(SourceError::Config(_))) => {}
+                    _ => assert_eq!(a, b, "{format} {path:?}"),
                 }
+                for (i, a) in commits.iter().enumerate() {
+                    let listed = gix.list(a).unwrap();
+                    assert_eq!(listed, git.list(a).unwrap(), "{format} {path:?} {a}");
+                    for e in &listed {
+                        assert_eq!(gix.read(&e.blob, 1 << 20), git.read(&e.blob, 1 << 20));
+                    }
+                    for b in &commits[i..] {
+                        let why = format!("{format} {path:?} {a}..{b}");
+                        assert_eq!(gix.changes(a, b), git.changes(a, b), "{why}");
+                        assert_eq!(gix.reverts(a, b), git.reverts(a, b), "{why}");
+                    }
+                }
+                assert_eq!(gix.request_counts().reader, Some("gix"));
+                assert_eq!(git.request_counts().reader, Some("git"));
             }
         }
-        let ranges = commits.len() * (commits.len() - 1) / 2;
-        assert_eq!(answered, ranges * paths.len(), "every range of one line");
-    }
-
-    /// Merges, roots, unknown commits and long ranges give way to the log
-    /// walk, which gives way to the usual lookups.
-    #[test]
-    fn the_object_walk_gives_way_where_the_log_walk_does() {
-        let repo = Repo::new();
-        repo.write("src/a.js", "a");
-        let root = repo.commit("one");
-        repo.git(&["checkout", "-q", "-b", "side"]);
-        repo.write("src/b.js", "b");
-        let side = repo.commit("side");
-        repo.git(&["checkout", "-q", "main"]);
-        repo.write("src/a.js", "a2");
-        repo.commit("main");
-        repo.git(&["merge", "-q", "--no-edit", "side"]);
-        let merged = repo.git(&["rev-parse", "HEAD"]);
-        let mut last = merged.clone();
-        let mut line = Vec::new();
-        for i in 0..=crate::source::git_walk::MAX_COMMITS {
-            repo.write("src/a.js", format!("{i}"));
-            last = repo.commit("again");
-            line.push(last.clone());
-        }
-        let unknown = format!("{:040x}", 7);
-        let mut source = repo.source(Some("src"));
-        use crate::source::git_objects::GaveWay::{NotOneLine, Unsure};
-        // Not one line: `git log` is not asked, it would give way too.
-        for (from, tip, why) in [
-            (&root, &merged, NotOneLine),
-            (&side, &merged, NotOneLine),
-            (&merged, &last, NotOneLine),
-            (&unknown, &last, NotOneLine),
-            (&unknown, &unknown, Unsure),
-            (&root, &root, Unsure),
-        ] {
-            assert_eq!(source.object_walk(from, tip), Err(why), "{from}..{tip}");
-            assert_eq!(source.log_walk(from, tip), None, "{from}..{tip}");
-        }
-        // The longest range taken, and a root below it.
-        let from = &line[0];
-        assert!(source.object_walk(from, &last).is_ok());
-        assert_eq!(
-            source.object_walk(from, &last).ok(),
-            source.log_walk(from, &last)
-        );
-        let mut orphan = repo.source(Some("src"));
-        repo.git(&["checkout", "-q", "--orphan", "fresh"]);
-        let fresh = repo.commit("root");
-        assert_eq!(orphan.object_walk(&root, &fresh), Err(NotOneLine));
-    }
-
-    /// Each round trip to git waits for it to be scheduled: the walk asks
-    /// for what it knows it needs together, one round trip per level.
-    #[test]
-    fn a_one_commit_walk_asks_git_once_per_level_not_once_per_object() {
-        struct Counting<'a>(Asking<'a>, Vec<usize>);
-        impl crate::source::git_objects::Objects for Counting<'_> {
-            fn objects(
-                &mut self,
-                ids: &[String],
-                limit: u64,
-            ) -> Vec<Option<crate::source::git_objects::Object>> {
-                self.1.push(ids.len());
-                self.0.objects(ids, limit)
-            }
-        }
-        let repo = Repo::new();
-        repo.write("src/d/f.js", "f");
-        repo.write("src/d/g.js", "g");
-        repo.write("src/e/h.js", "h");
-        let from = repo.commit("one");
-        repo.write("src/d/f.js", "f2");
-        let tip = repo.commit("two");
-        let source = repo.source(Some("src"));
-        let mut cat_file = CatFile::spawn(source.git()).unwrap();
-        let mut counting = Counting(
-            Asking {
-                cat_file: &mut cat_file,
-                broken: false,
-            },
-            Vec::new(),
-        );
-        let walk =
-            crate::source::git_objects::walk(&mut counting, &from, &tip, Some("src")).unwrap();
-        // The two commits, their root trees, the two `src`, the two `src/d`.
-        assert_eq!(counting.1, [2, 2, 2, 2]);
-        assert_eq!(walk.head, tip);
-        assert_eq!(
-            walk.changes,
-            [Change::Upsert {
-                path: "src/d/f.js".into(),
-                blob: repo.blob(&format!("{tip}:src/d/f.js")),
-            }]
-        );
-        cat_file.close();
-    }
-
-    /// More subtrees changed than one request takes are asked in several.
-    #[test]
-    fn a_walk_over_more_changed_directories_than_one_request_takes_still_answers() {
-        let repo = Repo::new();
-        for i in 0..150 {
-            repo.write(&format!("src/d{i}/f.js"), "f");
-        }
-        let from = repo.commit("one");
-        for i in 0..150 {
-            repo.write(&format!("src/d{i}/f.js"), "f2");
-        }
-        let tip = repo.commit("two");
-        let mut source = repo.source(Some("src"));
-        let walked = source.object_walk(&from, &tip).unwrap();
-        assert_eq!(walked.changes.len(), 150);
-        assert_eq!(Some(walked), source.log_walk(&from, &tip));
     }
 }

@@ -179,6 +179,7 @@ impl Source for MemorySource {
     fn request_counts(&self) -> RequestCounts {
         let c = self.calls;
         RequestCounts {
+            reader: None,
             head: c.head,
             list: c.list,
             read: c.read,

@@ -1,10 +1,7 @@
 //! Where the watched files come from: one trait, so the tick is the same for every source.
 
 pub mod git;
-mod git_list;
-mod git_objects;
-mod git_odb;
-mod git_walk;
+mod git_store;
 pub mod gitlab;
 pub mod hooks_off;
 pub mod memory;
@@ -189,6 +186,11 @@ pub trait Source {
 /// Requests made to a source, per kind.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct RequestCounts {
+    /// Which reader answered a git source: `gix`, or `git` for a clone gix
+    /// declines; `None` for other sources, or before the clone was read.
+    /// The tick's report shows it on its own (`reader`).
+    #[serde(skip)]
+    pub reader: Option<&'static str>,
     pub head: u64,
     pub list: u64,
     pub read: u64,

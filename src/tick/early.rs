@@ -222,5 +222,6 @@ pub(super) fn idle(
     }
     report.requests = source.requests();
     report.requests_by_kind = source.request_counts();
+    report.reader = report.requests_by_kind.reader;
     Ok(report)
 }

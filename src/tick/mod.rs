@@ -165,6 +165,7 @@ pub fn run(cfg: &TickConfig, fx: &mut Effects) -> Result<TickReport> {
     report.counts = counts;
     report.requests = fx.source.requests();
     report.requests_by_kind = fx.source.request_counts();
+    report.reader = report.requests_by_kind.reader;
     report.slept_ms = fx.source.waits_ms();
     report.slept_ms.extend(done.slept_ms);
     report.llm_calls = done.llm_calls;

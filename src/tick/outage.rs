@@ -41,6 +41,7 @@ pub(super) fn unlearned(
     report.notes = notes;
     report.requests = source.requests();
     report.requests_by_kind = source.request_counts();
+    report.reader = report.requests_by_kind.reader;
     report.slept_ms = source.waits_ms();
     Ok(report)
 }

@@ -72,6 +72,9 @@ pub struct TickReport {
     pub requests: u64,
     /// Requests per kind: head, list, read, compare, history.
     pub requests_by_kind: RequestCounts,
+    /// Which reader answered a git source: `gix`, or `git` for a clone gix
+    /// declines; `None` for GitLab, or when the clone was not read.
+    pub reader: Option<&'static str>,
     /// Waits the source and the advisor asked for, in milliseconds.
     pub slept_ms: Vec<u64>,
     /// `on` or `off`.
@@ -111,6 +114,7 @@ impl TickReport {
             pending_paths: Vec::new(),
             requests: 0,
             requests_by_kind: RequestCounts::default(),
+            reader: None,
             slept_ms: Vec::new(),
             advisor: "off",
             llm_calls: 0,

@@ -353,7 +353,9 @@ fn git_env_logger(sb: &mut Sandbox) -> PathBuf {
 fn no_git_process_sentinel_starts_sees_its_secrets() {
     let mut sb = Sandbox::with_files(&["a.js", "b.js"]);
     let log = git_env_logger(&mut sb);
-    // A tick on the local clone, every secret set.
+    // A tick on the local clone, every secret set; a clone gix declines (a
+    // partial clone's promisor remote), so that its lookups run git.
+    sb.repo.git(&["config", "remote.origin.promisor", "true"]);
     let out = with_secrets(sb.tick_cmd(&at(0)))
         .args(["--llm", "off"])
         .output();

@@ -1,6 +1,6 @@
 //! How many git processes a small wake starts on the git source: each costs
-//! about what a whole no-op does, so a 1-file wake reads the commits since
-//! the remembered head and the file it judges from the object files.
+//! about what a whole no-op does, so the clone is read in-process (gix):
+//! the head, the compare, the rollback lookup and the file it judges.
 
 use crate::expect_code;
 use crate::util::{Sandbox, WATCHED, at, git_calls};
@@ -30,10 +30,11 @@ fn a_one_file_wake_starts_no_git_process() {
         out["requests_by_kind"],
         serde_json::json!({"head": 1, "list": 0, "read": 1, "compare": 1, "history": 1})
     );
+    assert_eq!(out["reader"], "gix");
 }
 
 #[test]
-fn a_first_run_lists_and_reads_every_file_without_a_git_process_of_its_own() {
+fn a_first_run_starts_no_git_process() {
     let names: Vec<String> = (0..80).map(|i| format!("f{i}.js")).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     let mut sb = Sandbox::with_files(&names);
@@ -42,11 +43,8 @@ fn a_first_run_lists_and_reads_every_file_without_a_git_process_of_its_own() {
     let log = sb.log_git_calls();
     let out = sb.tick(&at(0), &[]);
     expect_code(&out, 10);
-    // The head lookup alone, as a no-op makes it: no `ls-tree`, no
-    // `cat-file`.
-    let calls = git_calls(&log);
-    assert_eq!(calls.len(), 1, "{calls:?}");
-    assert!(calls[0].contains(" log -1 "), "{calls:?}");
+    // No `log -1`, no `ls-tree`, no `cat-file`.
+    assert_eq!(git_calls(&log), Vec::<String>::new());
     let out = out.json();
     assert_eq!(out["files"].as_array().unwrap().len(), names.len());
     // Counted as the listing and the reads they stand for.

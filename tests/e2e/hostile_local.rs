@@ -122,7 +122,7 @@ const WATCHDOG: Duration = Duration::from_secs(30);
 
 /// Wait for `child` on another thread; a child still running after
 /// `WATCHDOG` is killed and the test fails naming `what`.
-fn within_watchdog(child: Child, what: &str) -> Output {
+pub(crate) fn within_watchdog(child: Child, what: &str) -> Output {
     let pid = child.id() as libc::pid_t;
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {

@@ -53,6 +53,10 @@ pub struct Sandbox {
     pub state: PathBuf,
     /// Directories put in front of PATH for sentinel (fake `git` wrappers).
     path_prefix: Vec<PathBuf>,
+    /// Whether sentinel must leave the clone to git (so that a fake `git`
+    /// stands in for it): git's own `GIT_NO_REPLACE_OBJECTS` does that,
+    /// gix would not read the clone as git then does.
+    git_reads: bool,
 }
 
 impl Sandbox {
@@ -71,6 +75,7 @@ impl Sandbox {
             repo,
             state,
             path_prefix: Vec::new(),
+            git_reads: false,
         }
     }
 
@@ -123,6 +128,9 @@ impl Sandbox {
             .current_dir(self.root())
             .stdin(Stdio::null())
             .args(args);
+        if self.git_reads {
+            cmd.env("GIT_NO_REPLACE_OBJECTS", "1");
+        }
         Run { cmd }
     }
 
@@ -180,6 +188,7 @@ impl Sandbox {
         fs::write(&path, script).expect("write fake git");
         fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).expect("chmod fake git");
         self.path_prefix.push(bin);
+        self.git_reads = true;
     }
 
     /// Put an executable `name` running the shell code `body` in front of
@@ -218,6 +227,7 @@ impl Sandbox {
     /// Remove the fake `git` wrappers from sentinel's PATH.
     pub fn real_git(&mut self) {
         self.path_prefix.clear();
+        self.git_reads = false;
     }
 
     fn path_env(&self) -> OsString {
