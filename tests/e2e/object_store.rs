@@ -122,7 +122,7 @@ fn listed(out: &Output) -> Vec<String> {
 /// id of the watched directory (listing a file git never lists): sentinel
 /// never judges it, nor drops the real files for it.
 #[test]
-fn a_decoy_pack_is_never_judged() {
+fn invariant_28_a_decoy_pack_is_never_judged() {
     let sb = Sandbox::with_files(&["a.js", "b.js", "c.js"]);
     sb.repo.git(&["gc", "-q"]);
     let tree = sb.repo.git(&["rev-parse", &format!("HEAD:{WATCHED}")]);
