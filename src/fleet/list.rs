@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use anyhow::{Result, anyhow, bail};
+use anyhow::{Result, bail};
 
 use crate::source::gitlab::{GitLabSource, GroupProject};
 
@@ -69,16 +69,9 @@ pub fn parse(file: &Path, text: &str) -> Result<Vec<Listed>> {
 
 /// Read and parse the list at `file`.
 pub fn read(file: &Path) -> Result<Vec<Listed>> {
-    let bytes = crate::state::safe_fs::read_bounded(file, MAX_LIST_BYTES)
-        .map_err(|e| anyhow!("cannot read the project list `{}`: {e}", file.display()))?
-        .ok_or_else(|| {
-            anyhow!(
-                "the project list `{}` does not exist; give --project-list the file that names the fleet's projects",
-                file.display()
-            )
-        })?;
-    let text = String::from_utf8(bytes)
-        .map_err(|_| anyhow!("the project list `{}` is not UTF-8", file.display()))?;
+    let what = "the project list";
+    let fix = "give --project-list the file that names the fleet's projects";
+    let text = super::read_text(file, MAX_LIST_BYTES, what, fix)?;
     parse(file, &text)
 }
 

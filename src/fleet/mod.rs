@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use anyhow::{Result, bail};
+use anyhow::{Result, anyhow, bail};
 use chrono::Utc;
 use sha2::{Digest, Sha256};
 
@@ -355,6 +355,16 @@ fn summary(
             crate::redact::text(why)
         );
     }
+}
+
+/// The text of `what` at `file` (a list or a config the fleet was given),
+/// read as a hostile file, at most `limit` bytes; errors name the file and
+/// `fix`.
+fn read_text(file: &Path, limit: u64, what: &str, fix: &str) -> Result<String> {
+    let bytes = crate::state::safe_fs::read_bounded(file, limit)
+        .map_err(|e| anyhow!("cannot read {what} `{}`: {e}", file.display()))?
+        .ok_or_else(|| anyhow!("{what} `{}` does not exist; {fix}", file.display()))?;
+    String::from_utf8(bytes).map_err(|_| anyhow!("{what} `{}` is not UTF-8", file.display()))
 }
 
 #[cfg(test)]

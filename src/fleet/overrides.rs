@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use anyhow::{Result, anyhow, bail};
+use anyhow::{Result, bail};
 
 use crate::source::gitlab::GroupProject;
 
@@ -88,16 +88,9 @@ pub fn read(file: Option<&Path>) -> Result<Overrides> {
     let Some(file) = file else {
         return Ok(Overrides::default());
     };
-    let bytes = crate::state::safe_fs::read_bounded(file, MAX_CONFIG_BYTES)
-        .map_err(|e| anyhow!("cannot read the fleet config `{}`: {e}", file.display()))?
-        .ok_or_else(|| {
-            anyhow!(
-                "the fleet config `{}` does not exist; give --fleet-config the file of per-project overrides, or leave it out",
-                file.display()
-            )
-        })?;
-    let text = String::from_utf8(bytes)
-        .map_err(|_| anyhow!("the fleet config `{}` is not UTF-8", file.display()))?;
+    let what = "the fleet config";
+    let fix = "give --fleet-config the file of per-project overrides, or leave it out";
+    let text = super::read_text(file, MAX_CONFIG_BYTES, what, fix)?;
     parse(file, &text)
 }
 
