@@ -163,7 +163,12 @@ fn finish_tick(args: &TickArgs, mut report: tick::TickReport) -> Result<u8> {
         Some(label) => line.replacen("sentinel: ", &format!("sentinel: {label}: "), 1),
         None => line,
     };
-    eprintln!("{}", crate::redact::text(&line));
+    // Over the fleet's progress line, when there is one.
+    let clear = match args.label.is_some() && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        true => crate::fleet::CLEAR_LINE,
+        false => "",
+    };
+    eprintln!("{clear}{}", crate::redact::text(&line));
     // A dry run says what it would have done, file by file.
     report.summarise_pending(args.all_pending || args.dry_run);
     if args.json {

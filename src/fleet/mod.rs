@@ -176,6 +176,8 @@ fn tick_all(
     let calls = Arc::new(Mutex::new(()));
     let next = AtomicUsize::new(0);
     let tally = Mutex::new(Tally::default());
+    // Only a person watching a terminal needs it; a CI log keeps the lines.
+    let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
     std::thread::scope(|scope| {
         for _ in 0..jobs.min(projects.len()) {
             scope.spawn(|| {
@@ -187,12 +189,36 @@ fn tick_all(
                         project_budget: args.fleet.project_budget,
                     };
                     let ended = tick_one(args, (p, overrides.of(p)), dir, share, tick);
-                    tally.lock().unwrap_or_else(|e| e.into_inner()).add(ended);
+                    let mut t = tally.lock().unwrap_or_else(|e| e.into_inner());
+                    t.add(ended);
+                    if progress {
+                        // Held under the tally's lock: one writer at a time.
+                        eprint!("{}", progress_line(&t, projects.len()));
+                    }
                 }
             });
         }
     });
+    if progress {
+        eprint!("{CLEAR_LINE}");
+    }
     tally.into_inner().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Back to the start of the terminal's line, and the line cleared: the
+/// progress line is written over, and a project's line starts clean.
+pub const CLEAR_LINE: &str = "\r\x1b[K";
+
+/// The progress line on a terminal, with no line break: how many of
+/// `total` projects are ticked, and how they ended so far.
+fn progress_line(t: &Tally, total: usize) -> String {
+    let done = t.noop + t.woke + t.busy + t.skipped + t.failed.len() as u64;
+    format!(
+        "{CLEAR_LINE}sentinel: fleet: {done}/{total} project(s) ticked: {} no-op, {} woke, {} failed",
+        t.noop,
+        t.woke,
+        t.failed.len()
+    )
 }
 
 /// The fleet's projects: the group's, in one bounded listing, or the
@@ -378,6 +404,24 @@ mod tests {
             default_branch: Some("main".into()),
             archived: false,
         }
+    }
+
+    #[test]
+    fn the_progress_line_counts_what_ended_and_starts_on_a_cleared_line() {
+        let t = Tally {
+            noop: 5,
+            woke: 2,
+            busy: 1,
+            skipped: 0,
+            failed: vec!["acme/x (#3)".into()],
+            wake: Some(12),
+        };
+        let line = progress_line(&t, 25);
+        assert_eq!(
+            line,
+            "\r\x1b[Ksentinel: fleet: 9/25 project(s) ticked: 5 no-op, 2 woke, 1 failed"
+        );
+        assert!(!line.contains('\n'), "a progress line is written over");
     }
 
     #[test]

@@ -627,3 +627,54 @@ fn fleet_stats_name_the_projects_a_quota_wall_holds() {
         "{table}"
     );
 }
+
+#[test]
+fn a_person_at_a_terminal_sees_a_progress_line_and_a_ci_log_does_not() {
+    use std::process::Command;
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: no `script` (util-linux) to give the fleet a terminal");
+        return;
+    }
+    let sb = Sandbox::with_files(&["a.js"]);
+    let gl = sb.gitlab();
+    gl.serve_group(group(3), 10, &[]);
+    let dir = states(&sb, "fleet");
+    let logged = fleet(&sb, &gl, &dir, &at(0), &[]);
+    assert_eq!(logged.code, 10, "{}", logged.stderr);
+    assert!(
+        !logged.stderr.contains("project(s) ticked:") && !logged.stderr.contains('\x1b'),
+        "{}",
+        logged.stderr
+    );
+    // The same fleet under a terminal `script` gives it.
+    let line = format!(
+        "'{}' tick --now {} --source gitlab --gitlab-url '{}' --group acme --state-dir '{}'",
+        env!("CARGO_BIN_EXE_sentinel"),
+        at(10),
+        gl.url(),
+        dir.display()
+    );
+    let out = Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", sb.home())
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("SENTINEL_AGENT_SANDBOX", "off")
+        .env("SENTINEL_GITLAB_TOKEN", TOKEN)
+        .output()
+        .unwrap();
+    let seen = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{seen}");
+    assert!(
+        seen.contains("\r\x1b[Ksentinel: fleet: 3/3 project(s) ticked: 3 no-op, 0 woke, 0 failed"),
+        "{seen:?}"
+    );
+    // Each project's own line starts on a cleared line, over the progress.
+    assert_eq!(
+        seen.matches("\r\x1b[Ksentinel: acme/").count(),
+        3,
+        "{seen:?}"
+    );
+}
