@@ -3,7 +3,7 @@
 pub mod codequality;
 pub mod costs;
 pub mod dashboard;
-pub mod escape;
+pub use sentinel_core::escape;
 pub mod explain;
 pub mod stats;
 
