@@ -270,7 +270,14 @@ fn make_advisor(
             cwd: args.source.repo.clone(),
             // On a local clone the agent gets a worktree of its own; over
             // the GitLab API it answers with content instead.
-            worktree: on_git.then(|| Worktree::of(&args.source.repo, rev, args.max_file_bytes)),
+            worktree: on_git.then(|| {
+                Worktree::of(
+                    &args.source.repo,
+                    rev,
+                    args.max_file_bytes,
+                    crate::source::tip::read,
+                )
+            }),
             pass_env: args.llm.agent_env.clone(),
             fake_sleep: args.source.fake_sleep,
             pidfile: Some(store::sidecar(state, ".agent")),

@@ -165,7 +165,7 @@ impl GitBranch {
     ) -> Result<String, String> {
         // A hook the agent planted in the clone (`reference-transaction`
         // runs on every ref update) must not run as sentinel.
-        let hooks_off = crate::source::hooks_off::HooksOff::new()
+        let hooks_off = sentinel_io::git_env::HooksOff::new()
             .map_err(|e| format!("cannot create an empty hooks directory: {e}"))?;
         let mut cmd = Command::new("git");
         cmd.arg("-C")

@@ -392,7 +392,7 @@ fn run(cfg: &AgentConfig, req: &AdviceRequest, input: &[u8]) -> Result<Finished,
     // Given, not inherited: named secrets only (`--agent-env`).
     super::given_env::give(&mut cmd, cfg.jail.env, &cfg.pass_env);
     // Its git works in its own copy, not where the job's variables point.
-    for var in sentinel_source::git::REDIRECTING_ENV {
+    for var in sentinel_io::git_env::REDIRECTING_ENV {
         cmd.env_remove(var);
     }
     cmd.arg("-c")

@@ -21,8 +21,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
 
+use sentinel_io::git_env::{HooksOff, REDIRECTING_ENV};
 use sentinel_io::safe_fs;
-use sentinel_source::hooks_off::HooksOff;
 
 #[derive(Debug)]
 pub struct Worktree {
@@ -40,7 +40,14 @@ pub struct Worktree {
     place: Arc<OnceLock<Result<Place, String>>>,
     /// The clone's refs as they were when the working copy was last prepared.
     before: Mutex<Option<Refs>>,
+    /// Reads a ref of the clone in-process (the source's reader, handed in
+    /// so the advisor needs no source); `None` sends the question to git.
+    read_tip: ReadTip,
 }
+
+/// A commit id for `rev` in the clone at `repo`, or `None` when it cannot be
+/// read exactly.
+pub type ReadTip = fn(repo: &Path, rev: &str) -> Option<String>;
 
 /// Where the agent works, and sentinel's git directory for it.
 #[derive(Debug)]
@@ -88,7 +95,7 @@ impl Worktree {
     /// The agent's working copy of the clone at `repo`, watching `rev`,
     /// reading at most `max_bytes` of a file the agent left. Nothing is made
     /// until the first `prepare`.
-    pub fn of(repo: &Path, rev: &str, max_bytes: u64) -> Worktree {
+    pub fn of(repo: &Path, rev: &str, max_bytes: u64, read_tip: ReadTip) -> Worktree {
         let repo = std::path::absolute(repo).unwrap_or_else(|_| repo.to_path_buf());
         Worktree {
             repo,
@@ -97,6 +104,7 @@ impl Worktree {
             dirs: OnceLock::new(),
             place: Arc::new(OnceLock::new()),
             before: Mutex::new(None),
+            read_tip,
         }
     }
 
@@ -290,8 +298,8 @@ impl Worktree {
     /// asked only when they cannot be read exactly).
     fn refs(&self, dirs: &GitDirs) -> Refs {
         let head_file = fs::read_to_string(dirs.git.join("HEAD")).ok();
-        let mut head = sentinel_source::tip::read(&self.repo, "HEAD");
-        let mut watched = sentinel_source::tip::read(&self.repo, &self.watched);
+        let mut head = (self.read_tip)(&self.repo, "HEAD");
+        let mut watched = (self.read_tip)(&self.repo, &self.watched);
         if head.is_none() || watched.is_none() {
             let mut cmd = Command::new("git");
             sentinel_core::redact::scrub_env(&mut cmd);
@@ -319,7 +327,7 @@ impl Worktree {
     fn command(&self, hooks: &HooksOff) -> Command {
         let mut cmd = Command::new("git");
         sentinel_core::redact::scrub_env(&mut cmd);
-        for var in sentinel_source::git::REDIRECTING_ENV {
+        for var in REDIRECTING_ENV {
             cmd.env_remove(var);
         }
         cmd.args(hooks.args()).stdin(Stdio::null());
@@ -368,6 +376,7 @@ impl Clone for Worktree {
             dirs: self.dirs.clone(),
             place: Arc::clone(&self.place),
             before: Mutex::new(None),
+            read_tip: self.read_tip,
         }
     }
 }
@@ -544,7 +553,7 @@ mod tests {
         let repo = tmp.path().join("repo");
         let head = clone_at(&repo);
         let before = tree(&repo);
-        let wt = Worktree::of(&repo, "HEAD", 100);
+        let wt = Worktree::of(&repo, "HEAD", 100, |_, _| None);
         wt.prepare(&head).unwrap();
         let work = wt.path().unwrap().to_path_buf();
         assert!(!work.starts_with(&repo), "{}", work.display());
@@ -561,7 +570,7 @@ mod tests {
         let repo = tmp.path().join("repo");
         let head = clone_at(&repo);
         let objects = tree(&repo.join(".git/objects"));
-        let wt = Worktree::of(&repo, "HEAD", 100);
+        let wt = Worktree::of(&repo, "HEAD", 100, |_, _| None);
         wt.prepare(&head).unwrap();
         let work = wt.path().unwrap().to_path_buf();
         assert_eq!(git(&work, &["status", "--porcelain"]), "");
@@ -595,7 +604,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let repo = tmp.path().join("repo");
         let head = clone_at(&repo);
-        let wt = Worktree::of(&repo, "HEAD", 100);
+        let wt = Worktree::of(&repo, "HEAD", 100, |_, _| None);
         wt.prepare(&head).unwrap();
         let dot = wt.path().unwrap().join(".git");
         let inode = |p: &Path| fs::symlink_metadata(p).unwrap().ino();
@@ -618,7 +627,7 @@ mod tests {
         let repo = tmp.path().join("repo");
         let head = clone_at(&repo);
         fs::write(repo.join("mine.txt"), "mine\n").unwrap();
-        let wt = Worktree::of(&repo, "HEAD", 100);
+        let wt = Worktree::of(&repo, "HEAD", 100, |_, _| None);
         wt.prepare(&head).unwrap();
         let work = wt.path().unwrap().to_path_buf();
         fs::remove_dir_all(work.join(".git")).unwrap();
@@ -638,7 +647,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let repo = tmp.path().join("repo");
         let head = clone_at(&repo);
-        let wt = Worktree::of(&repo, "HEAD", 100);
+        let wt = Worktree::of(&repo, "HEAD", 100, |_, _| None);
         wt.prepare("HEAD").unwrap();
         assert_eq!(git(wt.path().unwrap(), &["rev-parse", "HEAD"]), head);
     }

@@ -8,18 +8,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use super::git_store::{Failure, Store};
 use super::{Change, Entry, RequestCounts, Source, SourceError};
 
-/// Environment that would point git at another repository, work tree or
-/// object store than the one we were given (set, for instance, when we run
-/// from inside a git hook).
-pub const REDIRECTING_ENV: &[&str] = &[
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "GIT_INDEX_FILE",
-    "GIT_COMMON_DIR",
-    "GIT_OBJECT_DIRECTORY",
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-    "GIT_NAMESPACE",
-];
+pub use sentinel_io::git_env::REDIRECTING_ENV;
 
 /// How git says that a revision does not name a commit (`git log`, 2.x).
 const UNKNOWN_REVISION: &[&str] = &[

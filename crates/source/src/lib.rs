@@ -3,7 +3,6 @@
 pub mod git;
 mod git_store;
 pub mod gitlab;
-pub mod hooks_off;
 pub mod memory;
 pub mod peer_path;
 pub mod scope;

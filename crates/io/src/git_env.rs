@@ -1,9 +1,24 @@
-//! sentinel's own git commands run no hook and no fsmonitor: a hook or an
-//! fsmonitor command in a clone's config or hooks directory (which an agent
-//! can plant) would otherwise run as sentinel, outside the agent's run.
+//! How sentinel starts git, whichever layer starts it: no hook and no
+//! fsmonitor (a hook or an fsmonitor command in a clone's config or hooks
+//! directory, which an agent can plant, would otherwise run as sentinel,
+//! outside the agent's run), and none of the job's variables that point git
+//! at another repository.
 
 use std::ffi::OsString;
 use std::io;
+
+/// Environment that would point git at another repository, work tree or
+/// object store than the one we were given (set, for instance, when we run
+/// from inside a git hook).
+pub const REDIRECTING_ENV: &[&str] = &[
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_COMMON_DIR",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_NAMESPACE",
+];
 
 /// An empty directory of sentinel's own, made for the commands that name
 /// it and removed with this value.
