@@ -26,6 +26,9 @@ pub struct WakeStats {
     pub last_wake_reason: Option<String>,
     pub last_head: Option<String>,
     pub last_evidence: Option<String>,
+    /// The reader of a git clone's objects on the last wake: `gix`, or `git`
+    /// where gix declines the clone; null for other sources.
+    pub reader: Option<String>,
 }
 
 /// The source's outages: ticks whose head lookup failed for a passing
@@ -212,6 +215,7 @@ pub fn compute(state: &State, unsaved: u64, now: DateTime<Utc>, daily_budget: f6
             last_wake_reason: w.last_wake_reason.clone(),
             last_head: w.last_head.clone(),
             last_evidence: w.last_evidence.clone(),
+            reader: w.reader.clone(),
         },
         outage: OutageStats {
             ticks: state.outage.ticks,
@@ -430,7 +434,19 @@ fn wake_rows(w: &WakeStats) -> Vec<(String, String)> {
         ("last_wake_reason".into(), opt(&w.last_wake_reason)),
         ("last_head".into(), opt(&w.last_head)),
     ]);
+    rows.extend(w.reader.as_deref().map(reader_row));
     rows
+}
+
+/// Which reader read the clone's objects, said with why when it is git.
+fn reader_row(reader: &str) -> (String, String) {
+    let said = match reader {
+        "git" => {
+            "git (gix declines this clone: reftable, a partial clone, replace refs or grafts...)"
+        }
+        other => other,
+    };
+    ("reader".into(), said.into())
 }
 
 /// The outages' rows: the source's, as the head lookups saw them.
@@ -774,6 +790,14 @@ fn wake_metrics(out: &mut Exposition, w: &WakeStats) {
         "Ticks that found nothing to do.",
         &one(w.noops as f64),
     );
+    if let Some(reader) = &w.reader {
+        out.metric(
+            "object_reader",
+            "gauge",
+            "The reader of the clone's objects on the last wake (1): gix, or git where gix declines the clone.",
+            &[(format!("{{reader=\"{reader}\"}}"), 1.0)],
+        );
+    }
     out.metric(
         "unsaved_noops",
         "gauge",

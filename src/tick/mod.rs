@@ -155,6 +155,7 @@ pub fn run(cfg: &TickConfig, fx: &mut Effects) -> Result<TickReport> {
     report.sandbox = done.sandbox;
     report.notes = notes;
     report.outage = (look.verdict.reason == Reason::ShaUnavailable).then_some(state.outage);
+    state.wake.reader = fx.source.request_counts().reader.map(str::to_string);
     let publisher = fx.publisher.as_deref_mut().map(|p| p as &mut dyn Publisher);
     early::record_start(cfg, fx.storage)?;
     save::write(cfg, &mut state, fx.storage, publisher, &mut report)?;

@@ -299,6 +299,45 @@ fn a_replaced_commit_is_read_as_git_reads_it() {
     assert_eq!(out.json()["reader"], "git");
 }
 
+/// `sentinel stats` of the sandbox's state with `extra` flags, as printed.
+fn stats(sb: &Sandbox, extra: &[&str]) -> String {
+    let out = sb
+        .sentinel(["stats"])
+        .args(extra)
+        .arg("--state")
+        .arg(&sb.state)
+        .output();
+    assert_eq!(out.code, 0, "stats failed: {}", out.stderr);
+    out.stdout
+}
+
+/// The reader chosen for a clone is remembered by the wake and said by
+/// `stats`, in the table, the JSON and the Prometheus text: gix for a
+/// plain clone, git (and why) for one gix declines.
+#[test]
+fn stats_names_the_reader_that_read_the_clone() {
+    let sb = Sandbox::with_files(&["a.js"]);
+    expect_code(&sb.tick(&at(0), &[]), 10);
+    assert_eq!(sb.stats()["wake"]["reader"], "gix");
+    let table = stats(&sb, &[]);
+    assert!(table.contains("reader") && table.contains("gix"), "{table}");
+    let prom = stats(&sb, &["--format", "prometheus"]);
+    assert!(
+        prom.contains("sentinel_object_reader{reader=\"gix\"} 1"),
+        "{prom}"
+    );
+
+    // A grafted history is one gix does not read as git does.
+    sb.repo.write(&format!("{WATCHED}/b.js"), "// b\n");
+    sb.repo.commit("b");
+    let head = sb.repo.head();
+    fs::write(git_dir(&sb).join("info/grafts"), format!("{head}\n")).unwrap();
+    expect_code(&sb.tick(&at(60), &[]), 12);
+    assert_eq!(sb.stats()["wake"]["reader"], "git");
+    let table = stats(&sb, &[]);
+    assert!(table.contains("git (gix declines this clone"), "{table}");
+}
+
 /// A FIFO planted where a loose object lives (the agent's worktree shares
 /// the clone's git directory) is refused without being opened: the tick
 /// ends instead of waiting for a writer.

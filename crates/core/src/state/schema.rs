@@ -224,6 +224,11 @@ pub struct WakeState {
     /// the head instead of asking (see `source::tip`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tip: Option<TipHead>,
+    /// Which reader read a git clone's objects on the last wake: `gix`, or
+    /// `git` where gix declines the clone (reftable, a partial clone...).
+    /// Chosen once per clone; absent for other sources.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reader: Option<String>,
 }
 
 /// A branch tip and the latest commit touching the watched path at it.
