@@ -164,6 +164,37 @@ fn a_fifo_at_the_lock_fails_the_tick_within_seconds() {
     assert!(!sb.state.exists(), "nothing was written");
 }
 
+/// git and gix open a clone's config and refs without `O_NONBLOCK`: a FIFO
+/// planted at one of them would hold every tick (the scope's own read of
+/// the config, then gix, then git). Each one fails the tick within seconds,
+/// naming the file, and the clone works again once it is restored.
+#[test]
+fn a_fifo_in_the_clones_git_directory_fails_the_tick_within_seconds_naming_it() {
+    let sb = Sandbox::with_files(&["a.js"]);
+    expect_code(&sb.tick(&at(0), &[]), 10);
+    let git = sb.repo.root.join(".git");
+    let branch = sb.repo.git(&["symbolic-ref", "--short", "HEAD"]);
+    let planted = [
+        git.join("config"),
+        git.join("refs/heads").join(branch.trim()),
+        git.join("packed-refs"),
+    ];
+    for (i, path) in planted.iter().enumerate() {
+        let kept = fs::read(path).ok();
+        mkfifo(path);
+        let out = within_watchdog(
+            sb.tick_cmd(&at(60 * (i as i64 + 1))).spawn(),
+            "a FIFO in .git",
+        );
+        fails_naming(&out, path, "a FIFO in the clone's git directory");
+        fs::remove_file(path).unwrap();
+        if let Some(bytes) = kept {
+            fs::write(path, bytes).unwrap();
+        }
+    }
+    expect_code(&sb.tick(&at(600), &[]), 0);
+}
+
 #[test]
 fn a_fifo_at_a_sidecar_or_a_shard_fails_within_seconds_naming_it() {
     let sb = Sandbox::with_files(&["a.js", "b.js"]);

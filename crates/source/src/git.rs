@@ -182,6 +182,16 @@ impl GitSource {
         }
     }
 
+    /// A file of the clone's git directory that git and gix would open and
+    /// wait on forever (a FIFO, a socket, a device): loud every tick.
+    fn special(&self, odd: &std::path::Path) -> SourceError {
+        SourceError::Config(format!(
+            "`{}` in the clone `{}` is not a regular file (a FIFO, a socket or a device), and git would wait on it forever: restore it from another clone, or clone again",
+            odd.display(),
+            self.repo.display()
+        ))
+    }
+
     fn config_error(&self, what: &str, reason: &str, fix: &str) -> SourceError {
         SourceError::Config(format!(
             "git {what} in `{}` failed: {reason}; {fix}",
@@ -385,6 +395,9 @@ impl Source for GitSource {
     }
 
     fn head(&mut self) -> Result<String, SourceError> {
+        if let Some(odd) = super::scope::special_git_file(&self.repo, &self.rev) {
+            return Err(self.special(&odd));
+        }
         let watched = self.watched();
         let parts: Vec<&[u8]> = watched.iter().map(Vec::as_slice).collect();
         let rev = self.rev.clone();
@@ -413,6 +426,9 @@ impl Source for GitSource {
         // Read before the head is looked up: a tip that moves in between
         // makes the pair remembered older than the head, never newer, so
         // the next tick asks again.
+        if let Some(odd) = super::scope::special_git_file(&self.repo, &self.rev) {
+            return (Err(self.special(&odd)), None);
+        }
         let rev = self.rev.clone();
         let tip = self
             .store()

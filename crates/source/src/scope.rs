@@ -5,13 +5,17 @@ use std::path::{Path, PathBuf};
 
 pub use sentinel_core::state::records::scope::Scope;
 
+/// The most of a `.git` file, `commondir` or git config read to tell the
+/// clone apart: a real one is a few hundred bytes.
+const MAX_GIT_FILE: u64 = 1 << 20;
+
 /// The identity of the clone at `repo` that survives a re-clone: the URL of
 /// its `origin` remote (or its first remote), without credentials. A clone
 /// without a remote is known by its directory. Read from the git config file
 /// itself, so a no-op tick still starts only one git process.
 pub fn clone_identity(repo: &Path) -> String {
     let url = git_dir(repo)
-        .and_then(|dir| std::fs::read_to_string(common_dir(&dir).join("config")).ok())
+        .and_then(|dir| read(&common_dir(&dir).join("config")))
         .and_then(|config| remote_url(&config));
     match url {
         Some(url) => without_credentials(&url),
@@ -32,7 +36,7 @@ fn git_dir(repo: &Path) -> Option<PathBuf> {
             return Some(dot_git);
         }
         if dot_git.is_file() {
-            let text = std::fs::read_to_string(&dot_git).ok()?;
+            let text = read(&dot_git)?;
             let target = text.trim().strip_prefix("gitdir:")?.trim();
             return Some(dir.join(target));
         }
@@ -40,12 +44,66 @@ fn git_dir(repo: &Path) -> Option<PathBuf> {
     None
 }
 
+/// The first file a head lookup of `rev` opens in the clone (`HEAD`, the
+/// config, the refs of `rev`, `packed-refs`, `shallow`, grafts and
+/// alternates) that is a FIFO, a socket or a device once links are
+/// followed: git and gix open them without `O_NONBLOCK`, so a FIFO planted
+/// there would hold the tick forever. A `stat` tells without opening.
+pub fn special_git_file(repo: &Path, rev: &str) -> Option<PathBuf> {
+    let git = git_dir(repo)?;
+    let common = common_dir(&git);
+    let files = [
+        git.join("HEAD"),
+        common.join("config"),
+        common.join("packed-refs"),
+        common.join("shallow"),
+        common.join("info/grafts"),
+        common.join("objects/info/alternates"),
+    ];
+    if let Some(odd) = files.iter().find(|p| special(p)) {
+        return Some(odd.clone());
+    }
+    // `HEAD` names the branch whose loose ref is read.
+    let head = read(&git.join("HEAD"));
+    let rev = match head.as_deref().and_then(|h| h.trim().strip_prefix("ref:")) {
+        Some(target) if rev == "HEAD" => target.trim(),
+        _ => rev,
+    };
+    // The loose ref a plain branch or ref name reads (never outside the
+    // git directory: no `..`).
+    if rev.is_empty() || rev.split('/').any(|c| c.is_empty() || c == "..") {
+        return None;
+    }
+    [common.join("refs/heads").join(rev), common.join(rev)]
+        .into_iter()
+        .find(|p| special(p))
+}
+
+/// Whether `path` is, once links are followed, a FIFO, a socket or a
+/// device: a file whose open can wait forever. (A directory is not: a ref
+/// name may share its name with one, `logs` or `refs/heads/release`.)
+fn special(path: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    std::fs::metadata(path).is_ok_and(|m| {
+        let t = m.file_type();
+        t.is_fifo() || t.is_socket() || t.is_char_device() || t.is_block_device()
+    })
+}
+
 /// A worktree's shared git directory holds the config.
 fn common_dir(git_dir: &Path) -> PathBuf {
-    match std::fs::read_to_string(git_dir.join("commondir")) {
-        Ok(rel) => git_dir.join(rel.trim()),
-        Err(_) => git_dir.to_path_buf(),
+    match read(&git_dir.join("commondir")) {
+        Some(rel) => git_dir.join(rel.trim()),
+        None => git_dir.to_path_buf(),
     }
+}
+
+/// A file of the clone's git directory, read as a hostile one (an agent
+/// can write there): a FIFO, a device, a link or a file over
+/// `MAX_GIT_FILE` reads as missing rather than holding or flooding the tick.
+fn read(path: &Path) -> Option<String> {
+    let bytes = sentinel_io::safe_fs::read_bounded(path, MAX_GIT_FILE).ok()??;
+    String::from_utf8(bytes).ok()
 }
 
 /// `remote.origin.url`, else the first remote's URL, from a git config file.
