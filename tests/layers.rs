@@ -63,3 +63,28 @@ fn the_binary_is_the_one_crate_that_names_every_layer() {
         );
     }
 }
+
+/// The functional core opens no file, starts no process and reaches no
+/// peer: its manifest names none of the crates that would let it.
+#[test]
+fn the_core_depends_on_no_io_crate() {
+    let manifest =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/core/Cargo.toml"))
+            .unwrap();
+    for io in [
+        "ureq",
+        "gix",
+        "tempfile",
+        "rustix",
+        "landlock",
+        "libc",
+        "signal-hook",
+        "flate2",
+        "tar",
+    ] {
+        assert!(
+            !manifest.lines().any(|l| l.starts_with(&format!("{io} "))),
+            "sentinel-core depends on `{io}`: the I/O belongs in sentinel-io or a layer above"
+        );
+    }
+}
