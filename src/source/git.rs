@@ -425,6 +425,16 @@ impl Source for GitSource {
         // makes the pair remembered older than the head, never newer, so
         // the next tick asks again.
         let rev = self.rev.clone();
+        // A ref that names the remembered tip's id names that very commit
+        // (an id is the hash of its bytes), so its head is the one found
+        // then; nothing else is read. A tag, or a tip that moved, is
+        // peeled and checked below as before.
+        if let Some(k) = known
+            && self.store().is_some_and(|s| s.names(&rev, &k.tip))
+        {
+            self.counts.head += 1;
+            return (Ok(k.head.clone()), Some(k.tip.clone()));
+        }
         let tip = self
             .store()
             .and_then(|s| s.tip(&rev).ok())
