@@ -968,6 +968,29 @@ mod tests {
         assert_eq!(repo.source(Some("docs")).head(), Ok(main));
     }
 
+    /// A no-op asks only whether the ref still names the remembered tip:
+    /// a branch, `HEAD` or the id itself does; a tip that moved does not,
+    /// and neither does an annotated tag of it, which is peeled by the
+    /// lookup that follows (so a tag is never taken for its commit).
+    #[test]
+    fn a_ref_names_the_remembered_tip_only_when_it_points_at_that_id() {
+        let repo = Repo::new();
+        repo.write("docs/a.md", "a");
+        let first = repo.commit("one");
+        repo.write("docs/a.md", "b");
+        let tip = repo.commit("two");
+        repo.git(&["tag", "-a", "-m", "v1", "v1", &tip]);
+        let mut source = repo.source_through_gix(None);
+        let store = source.store().expect("gix reads this clone");
+        for rev in ["HEAD", "main", "refs/heads/main", tip.as_str()] {
+            assert!(store.names(rev, &tip), "{rev}");
+        }
+        assert!(!store.names("HEAD", &first));
+        assert!(!store.names("v1", &tip));
+        assert!(!store.names("nowhere", &tip));
+        assert!(!store.names("HEAD", "not an id"));
+    }
+
     #[test]
     fn head_of_a_branch_that_shares_a_name_with_a_file_is_not_ambiguous() {
         let repo = Repo::new();
