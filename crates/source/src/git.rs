@@ -430,6 +430,16 @@ impl Source for GitSource {
             return (Err(self.special(&odd)), None);
         }
         let rev = self.rev.clone();
+        // A ref that names the remembered tip's id names that very commit
+        // (an id is the hash of its bytes), so its head is the one found
+        // then; nothing else is read. A tag, or a tip that moved, is
+        // peeled and checked below as before.
+        if let Some(k) = known
+            && self.store().is_some_and(|s| s.names(&rev, &k.tip))
+        {
+            self.counts.head += 1;
+            return (Ok(k.head.clone()), Some(k.tip.clone()));
+        }
         let tip = self
             .store()
             .and_then(|s| s.tip(&rev).ok())
@@ -961,6 +971,29 @@ mod tests {
         );
         assert_eq!(on_release.head(), Ok(release));
         assert_eq!(repo.source(Some("docs")).head(), Ok(main));
+    }
+
+    /// A no-op asks only whether the ref still names the remembered tip:
+    /// a branch, `HEAD` or the id itself does; a tip that moved does not,
+    /// and neither does an annotated tag of it, which is peeled by the
+    /// lookup that follows (so a tag is never taken for its commit).
+    #[test]
+    fn a_ref_names_the_remembered_tip_only_when_it_points_at_that_id() {
+        let repo = Repo::new();
+        repo.write("docs/a.md", "a");
+        let first = repo.commit("one");
+        repo.write("docs/a.md", "b");
+        let tip = repo.commit("two");
+        repo.git(&["tag", "-a", "-m", "v1", "v1", &tip]);
+        let mut source = repo.source_through_gix(None);
+        let store = source.store().expect("gix reads this clone");
+        for rev in ["HEAD", "main", "refs/heads/main", tip.as_str()] {
+            assert!(store.names(rev, &tip), "{rev}");
+        }
+        assert!(!store.names("HEAD", &first));
+        assert!(!store.names("v1", &tip));
+        assert!(!store.names("nowhere", &tip));
+        assert!(!store.names("HEAD", "not an id"));
     }
 
     #[test]

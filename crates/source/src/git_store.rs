@@ -144,6 +144,28 @@ impl Store {
         Err(unknown())
     }
 
+    /// Whether `rev` names the object `id` itself: symbolic refs are
+    /// followed, nothing is peeled and no object is looked up. A no-op
+    /// asks only this of a remembered tip, so it loads no pack index:
+    /// gix checks an index's whole offset table as it loads it, a cost
+    /// that grows with the clone.
+    pub(crate) fn names(&self, rev: &str, id: &str) -> bool {
+        let Ok(want) = parse_id(id) else {
+            return false;
+        };
+        let named = if is_hex_id(rev) {
+            ObjectId::from_hex(rev.as_bytes()).ok()
+        } else {
+            self.repo
+                .try_find_reference(rev)
+                .ok()
+                .flatten()
+                .and_then(|mut reference| reference.follow_to_object().ok())
+                .map(|id| id.detach())
+        };
+        named == Some(want)
+    }
+
     /// The latest commit from `tip` that touches `watched` (`None`: the
     /// whole repository), as `git log -1 <tip> -- <watched>` finds it: a
     /// merge the path is the same in as in one of its parents is passed
