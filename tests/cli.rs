@@ -328,6 +328,7 @@ fn ordinary_day(gitlab: bool) {
             "last_wake_reason": "repo_changed",
             "last_head": noon_head,
             "last_evidence": evidence,
+            "reader": if matches!(via, Via::GitLab(_)) { json!(null) } else { json!("gix") },
         })
     );
     assert_eq!(stats["novelty"]["fresh_evaluations"], 6);
