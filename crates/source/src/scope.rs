@@ -74,9 +74,12 @@ pub fn special_git_file(repo: &Path, rev: &str) -> Option<PathBuf> {
     if rev.is_empty() || rev.split('/').any(|c| c.is_empty() || c == "..") {
         return None;
     }
-    [common.join("refs/heads").join(rev), common.join(rev)]
-        .into_iter()
-        .find(|p| special(p))
+    let loose = if rev.starts_with("refs/") {
+        vec![common.join(rev)]
+    } else {
+        vec![common.join("refs/heads").join(rev), common.join("refs/tags").join(rev)]
+    };
+    loose.into_iter().find(|p| special(p))
 }
 
 /// Whether `path` is, once links are followed, a FIFO, a socket or a
