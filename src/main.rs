@@ -2,14 +2,12 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 fn main() -> ExitCode {
     // First, while sentinel has one thread: the keys leave the environment
     // block other processes can read, and what an agent starts stays below.
     sentinel::llm::withhold::secrets(&sentinel::redact::SECRET_VARS);
     sentinel::llm::contain::become_subreaper();
-    let cli = sentinel::cli::Cli::parse();
+    let cli = sentinel::cli::Cli::from_process();
     match sentinel::app::run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(err) => {

@@ -77,7 +77,10 @@ pub fn special_git_file(repo: &Path, rev: &str) -> Option<PathBuf> {
     let loose = if rev.starts_with("refs/") {
         vec![common.join(rev)]
     } else {
-        vec![common.join("refs/heads").join(rev), common.join("refs/tags").join(rev)]
+        vec![
+            common.join("refs/heads").join(rev),
+            common.join("refs/tags").join(rev),
+        ]
     };
     loose.into_iter().find(|p| special(p))
 }
