@@ -88,12 +88,17 @@ impl Cli {
             return None;
         }
         let tick = TickArgs::augment_args(clap::Command::new("tick"));
-        let matches = clap::Command::new("sentinel")
-            .subcommand(tick)
-            .try_get_matches_from(args)
-            .ok()?;
-        let (_, sub) = matches.subcommand()?;
-        let tick = TickArgs::from_arg_matches(sub).ok()?;
+        let mut parser = clap::Command::new("sentinel").subcommand(tick);
+        let mut matches = parser.try_get_matches_from_mut(args).ok()?;
+        // Taken out rather than borrowed: the derive's `from_arg_matches`
+        // clones the matches first.
+        let (_, mut sub) = matches.remove_subcommand()?;
+        let tick = TickArgs::from_arg_matches_mut(&mut sub).ok()?;
+        // The process ends after its one tick: freeing the parser and its
+        // matches is work nobody needs, as `tick::run` leaves its state
+        // (with the clone above, 161,079 of a no-op's 1,850,929
+        // instructions).
+        std::mem::forget((parser, matches, sub));
         Some(Cli {
             command: Command::Tick(Box::new(tick)),
         })
