@@ -483,6 +483,17 @@ def bench_first_runs(n, first_reps, bin_path, repo, work, env, git_bin, watched=
     return samples, rss_kib, how, line, written
 
 
+def git_log(git_bin, repo, env, watched=WATCHED):
+    """Exactly the head lookup the git fallback makes, with the environment
+    it sets: what a no-op stands against. Returns (environment, argv)."""
+    git_env = dict(env, GIT_TERMINAL_PROMPT="0", LC_ALL="C")
+    argv = [
+        git_bin, "-C", repo, "--literal-pathspecs", "log", "-1", "--format=%H",
+        "--no-show-signature", "--no-follow", "--end-of-options", "HEAD", "--",
+    ] + ([watched] if watched else [])
+    return git_env, argv
+
+
 def tick_argv(bin_path, repo, state, minutes, watched=WATCHED):
     now = FIRST_NOW + dt.timedelta(minutes=minutes)
     return [
@@ -612,12 +623,7 @@ def bench_size(n, reps, warmup, bin_path, tmp, env, true_bin, git_bin, first_rep
     wakes_s = time.perf_counter() - t
     state_before = file_digest(state)
 
-    # Exactly the head lookup GitSource::head makes, with the environment it sets.
-    git_env = dict(env, GIT_TERMINAL_PROMPT="0", LC_ALL="C")
-    git_argv = [
-        git_bin, "-C", repo, "--literal-pathspecs", "log", "-1", "--format=%H",
-        "--no-show-signature", "--no-follow", "--end-of-options", "HEAD", "--",
-    ] + ([watched] if watched else [])
+    git_env, git_argv = git_log(git_bin, repo, env, watched)
     out = subprocess.run(git_argv, env=git_env, capture_output=True, text=True,
                          timeout=NOOP_TIMEOUT_S).stdout.strip()
     if out != head:

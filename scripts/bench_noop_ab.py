@@ -26,15 +26,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_noop as b  # noqa: E402
 
 
-def git_log_argv(git_bin, repo, watched):
-    """The head lookup a no-op stands against, as scripts/bench runs it."""
-    return [
-        git_bin, "-C", repo, "--literal-pathspecs", "log", "-1", "--format=%H",
-        "--no-show-signature", "--no-follow", "--end-of-options", "HEAD", "--",
-        *([watched] if watched else []),
-    ]
-
-
 def prepare(args, tmp, env):
     """The repository, the watched path, and one first-run state per binary."""
     repo = os.path.join(tmp, "repo")
@@ -59,8 +50,7 @@ def prepare(args, tmp, env):
 
 def rounds(args, repo, watched, states, env):
     """Wall and CPU times in ms per command, rotated round by round."""
-    genv = dict(env, GIT_TERMINAL_PROMPT="0", LC_ALL="C")
-    git = git_log_argv(shutil.which("git"), repo, watched)
+    genv, git = b.git_log(shutil.which("git"), repo, env, watched)
     bins = {"before": args.base, "after": args.bin}
     names = ["before", "after", "git log -1"]
     wall = {n: [] for n in names}
